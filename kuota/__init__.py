@@ -1,0 +1,1 @@
+"""kuota: the command line and the composition root."""

@@ -1,0 +1,1 @@
+"""One module per `kuota` subcommand; each exposes register(app)."""
