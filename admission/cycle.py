@@ -1,0 +1,227 @@
+"""One scheduling cycle: nominate every head against one snapshot, order them, then admit, preempt or hold.
+
+This is semantics.md's "One scheduling cycle" step by step. The function is pure: it gets a snapshot and the
+heads, and returns decisions; carrying them out (patching Jobs, asking victims to checkpoint) is the queue
+manager's job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from admission import partial
+from admission.flavors import Assignment, FlavorAssigner, Mode, Outcome, PreemptionOracle
+from admission.ordering import Entry, order_heads
+from admission.preemption import PreemptionRequest, Target, find_targets
+from admission.snapshot import Snapshot
+from admission.workload import FlavorResource, PreemptionReason, Workload
+from quota.config import ReclaimPolicy
+from quota.tree import Node
+
+
+class Verdict(StrEnum):
+    ADMITTED = "admitted"
+    PREEMPTING = "preempting"
+    """Victims were chosen (or are already leaving); the head waits for them, holding its share of the cycle."""
+    SKIPPED = "skipped"
+    """Fit at first but not after earlier decisions of this cycle: retried next cycle."""
+    NO_FIT = "no-fit"
+    NO_CANDIDATES = "no-candidates"
+    """Would fit after preemption, but nobody may be preempted."""
+
+    @property
+    def inadmissible(self) -> bool:
+        return self in (Verdict.NO_FIT, Verdict.NO_CANDIDATES)
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    victim: Workload
+    reason: PreemptionReason
+    preemptor: Workload
+
+
+@dataclass(slots=True)
+class Decision:
+    workload: Workload
+    verdict: Verdict
+    assignment: Assignment | None = None
+    victims: list[Target] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def flavors(self) -> dict[str, dict[str, str]]:
+        return self.assignment.flavors() if self.assignment is not None else {}
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return self.assignment.counts() if self.assignment is not None else {}
+
+
+@dataclass(slots=True)
+class CycleResult:
+    decisions: list[Decision] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+
+    def decision(self, name: str) -> Decision | None:
+        return next((d for d in self.decisions if d.workload.name == name), None)
+
+
+def run_cycle(snapshot: Snapshot, heads: Sequence[Workload]) -> CycleResult:
+    """Decide one cycle for `heads` (at most one per team) against `snapshot`, which it consumes."""
+    entries = [_nominate(snapshot, head) for head in heads]
+    result = CycleResult()
+    preempted: dict[str, Workload] = {}
+    for entry in order_heads(snapshot, entries):
+        decision = _process(snapshot, entry, preempted)
+        result.decisions.append(decision)
+        if decision.verdict is Verdict.PREEMPTING:
+            for target in decision.victims:
+                result.evictions.append(Eviction(target.workload, target.reason, entry.workload))
+    return result
+
+
+# -- nomination -------------------------------------------------------------------------------------------------
+
+
+def _nominate(snapshot: Snapshot, workload: Workload) -> Entry:
+    team = snapshot.team(workload.team)
+    assigner = FlavorAssigner(snapshot.config, snapshot.tree, workload, _oracle(snapshot, workload))
+    full = assigner.assign()
+    if full.mode is Mode.FIT:
+        return Entry(workload, team, full)
+    if full.mode is Mode.PREEMPT:
+        targets = find_targets(snapshot, _request(workload, team, full))
+        if targets:
+            return Entry(workload, team, full, targets)
+    if partial.can_shrink(workload.pod_sets):
+
+        def attempt(counts: dict[str, int]) -> Entry | None:
+            reduced = assigner.assign(counts)
+            if reduced.mode is Mode.FIT:
+                return Entry(workload, team, reduced)
+            if reduced.mode is Mode.PREEMPT:
+                found = find_targets(snapshot, _request(workload, team, reduced))
+                if found:
+                    return Entry(workload, team, reduced, found)
+            return None
+
+        shrunk = partial.search(workload.pod_sets, attempt)
+        if shrunk is not None:
+            return shrunk
+    return Entry(workload, team, full)
+
+
+def _request(workload: Workload, team: Node, assignment: Assignment) -> PreemptionRequest:
+    return PreemptionRequest(workload, team, assignment.usage, assignment.contested)
+
+
+def _oracle(snapshot: Snapshot, workload: Workload) -> PreemptionOracle:
+    """How preempting for one flavor/resource would go: no victims, victims in the own team, or only others'."""
+
+    def simulate(team: Node, fr: FlavorResource, value: int) -> Outcome:
+        tree = snapshot.tree
+        targets = find_targets(snapshot, PreemptionRequest(workload, team, {fr: value}, frozenset({fr})))
+        if not targets:
+            return Outcome(Mode.NO_CANDIDATES, tree.lowest_subtree_that_fits(team, fr, value)[0])
+        with snapshot.without(t.workload for t in targets):
+            borrow = tree.lowest_subtree_that_fits(team, fr, value)[0]
+        own = any(t.workload.team == team.name for t in targets)
+        return Outcome(Mode.PREEMPT if own else Mode.RECLAIM, borrow)
+
+    return simulate
+
+
+# -- processing -------------------------------------------------------------------------------------------------
+
+
+def _process(snapshot: Snapshot, entry: Entry, preempted: dict[str, Workload]) -> Decision:
+    workload, team, assignment = entry.workload, entry.team, entry.assignment
+    mode = assignment.mode
+    tree = snapshot.tree
+    if mode is Mode.NO_FIT:
+        return Decision(workload, Verdict.NO_FIT, assignment, message=assignment.message() or "does not fit")
+
+    if mode is Mode.PREEMPT and not entry.targets:
+        if team.team.preemption.reclaim_within_cohort is not ReclaimPolicy.ANY:
+            tree.add_all(team, _reserved(team, assignment))
+        return Decision(
+            workload,
+            Verdict.NO_CANDIDATES,
+            assignment,
+            message=_join(assignment.message(), "no running workload may be preempted for it"),
+        )
+
+    if mode is Mode.PREEMPT and any(t.workload.name in preempted for t in entry.targets):
+        return _rejudge(snapshot, entry, preempted)
+
+    if not _fits_without(snapshot, team, assignment.usage, [*preempted.values(), *(t.workload for t in entry.targets)]):
+        return Decision(
+            workload, Verdict.SKIPPED, assignment, message="no longer fits after other admissions in this cycle"
+        )
+    for target in entry.targets:
+        preempted[target.workload.name] = target.workload
+    tree.add_all(team, assignment.usage)
+    if mode is Mode.PREEMPT:
+        return Decision(
+            workload, Verdict.PREEMPTING, assignment, list(entry.targets), message=_waiting(len(entry.targets))
+        )
+    return Decision(workload, Verdict.ADMITTED, assignment)
+
+
+def _rejudge(snapshot: Snapshot, entry: Entry, preempted: dict[str, Workload]) -> Decision:
+    """Victims overlap earlier choices: look again with every victim chosen so far already gone."""
+    workload, team, assignment = entry.workload, entry.team, entry.assignment
+    tree = snapshot.tree
+    with snapshot.without(preempted.values()):
+        fits_now = tree.fits(team, assignment.usage)
+        targets = [] if fits_now else find_targets(snapshot, _request(workload, team, assignment))
+        if targets:
+            with snapshot.without(t.workload for t in targets):
+                fits_now = tree.fits(team, assignment.usage)
+    if not fits_now:
+        return Decision(
+            workload,
+            Verdict.SKIPPED,
+            assignment,
+            message="its possible victims are already being preempted for other workloads",
+        )
+    for target in targets:
+        preempted[target.workload.name] = target.workload
+    tree.add_all(team, assignment.usage)
+    message = _waiting(len(targets)) if targets else "waiting for preemptions issued for other workloads"
+    return Decision(workload, Verdict.PREEMPTING, assignment, targets, message=message)
+
+
+def _fits_without(
+    snapshot: Snapshot, team: Node, usage: Mapping[FlavorResource, int], gone: Iterable[Workload]
+) -> bool:
+    with snapshot.without(gone):
+        return snapshot.tree.fits(team, usage)
+
+
+def _reserved(team: Node, assignment: Assignment) -> dict[FlavorResource, int]:
+    """What a head with no possible victims holds for the rest of the cycle, so nobody borrows it away."""
+    held: dict[FlavorResource, int] = {}
+    for fr, value in assignment.usage.items():
+        limits = team.quotas.get(fr)
+        nominal = limits.nominal if limits is not None else 0
+        used = team.usage.get(fr, 0)
+        if assignment.borrowing > 0:
+            if limits is None or limits.borrowing_limit is None:
+                held[fr] = value
+            else:
+                held[fr] = max(0, min(value, nominal + limits.borrowing_limit - used))
+        else:
+            held[fr] = max(0, min(value, nominal - used))
+    return held
+
+
+def _waiting(count: int) -> str:
+    return f"waiting for {count} preemption{'s' if count != 1 else ''}"
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)

@@ -1,0 +1,90 @@
+"""One cycle's view of the world: the quota tree with its usage and the admitted workloads per team.
+
+A snapshot is mutated while a cycle runs (admissions charge it, preemption searches remove and restore
+victims); the caller's state is never touched because the snapshot owns copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from fractions import Fraction
+
+from admission.workload import FlavorResource, Workload
+from quota.config import QuotaConfig
+from quota.tree import Node, QuotaTree
+
+
+class Snapshot:
+    def __init__(
+        self,
+        config: QuotaConfig,
+        tree: QuotaTree,
+        admitted: Iterable[Workload],
+        factors: Mapping[str, Fraction] | None = None,
+    ) -> None:
+        self.config = config
+        self.tree = tree
+        self.fair_sharing = config.fair_sharing.enabled
+        self.factors: Mapping[str, Fraction] = factors or {}
+        self.workloads: dict[str, dict[str, Workload]] = {name: {} for name in tree.teams}
+        self._usage: dict[str, dict[FlavorResource, int]] = {}
+        for workload in admitted:
+            self.add_workload(workload)
+
+    @classmethod
+    def build(
+        cls,
+        config: QuotaConfig,
+        admitted: Iterable[Workload],
+        factors: Mapping[str, Fraction] | None = None,
+        tree: QuotaTree | None = None,
+    ) -> Snapshot:
+        """A fresh snapshot; pass a prebuilt `tree` (with no usage) to skip recomputing the static quotas."""
+        base = tree if tree is not None else QuotaTree.from_config(config)
+        return cls(config, base.copy(), admitted, factors)
+
+    def team(self, name: str) -> Node:
+        return self.tree.teams[name]
+
+    def usage_of(self, workload: Workload) -> dict[FlavorResource, int]:
+        cached = self._usage.get(workload.name)
+        return cached if cached is not None else workload.usage()
+
+    def add_workload(self, workload: Workload) -> None:
+        usage = workload.usage()
+        self._usage[workload.name] = usage
+        self.workloads[workload.team][workload.name] = workload
+        self.tree.add_all(self.tree.teams[workload.team], usage)
+
+    def remove_workload(self, workload: Workload) -> None:
+        usage = self._usage.get(workload.name, workload.usage())
+        del self.workloads[workload.team][workload.name]
+        self.tree.remove_all(self.tree.teams[workload.team], usage)
+
+    def contains(self, workload: Workload) -> bool:
+        return workload.name in self.workloads.get(workload.team, {})
+
+    @contextmanager
+    def without(self, workloads: Iterable[Workload]) -> Iterator[None]:
+        """Pretend `workloads` are gone for the duration of the block."""
+        removed = [w for w in workloads if self.contains(w)]
+        for workload in removed:
+            self.remove_workload(workload)
+        try:
+            yield
+        finally:
+            for workload in reversed(removed):
+                self.add_workload(workload)
+
+    @contextmanager
+    def with_usage(self, team: Node, usage: Mapping[FlavorResource, int]) -> Iterator[None]:
+        """Pretend `usage` is charged to `team` for the duration of the block."""
+        self.tree.add_all(team, usage)
+        try:
+            yield
+        finally:
+            self.tree.remove_all(team, usage)
+
+    def factor(self, team: str) -> Fraction | None:
+        return self.factors.get(team)

@@ -1,0 +1,230 @@
+"""The queue manager's state machine: what is pending, running and leaving, and how a cycle's decisions change it.
+
+Synchronous and free of I/O so the scenario runner, the simulator and the controller share it; the async
+scheduling loop (queues/loop.py) wraps it with events, clocks and a Cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from fractions import Fraction
+
+from admission.cycle import CycleResult, Verdict, run_cycle
+from admission.snapshot import Snapshot
+from admission.workload import Admission, PreemptionReason, Workload
+from queues.pending import TeamQueue
+from quota.config import QuotaConfig
+from quota.tree import QuotaTree
+
+
+class State(StrEnum):
+    PENDING = "pending"
+    ADMITTED = "admitted"
+    EVICTING = "evicting"
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    victim: str
+    preemptor: str
+    reason: PreemptionReason
+
+
+class UnknownWorkload(KeyError):
+    pass
+
+
+class ReloadRejected(ValueError):
+    pass
+
+
+class QueueManager:
+    def __init__(self, config: QuotaConfig) -> None:
+        self.config = config
+        self.tree = QuotaTree.from_config(config)
+        self.queues = {t.name: TeamQueue(t.name, t.queueing_strategy) for t in config.teams}
+        self.workloads: dict[str, Workload] = {}
+        self.state: dict[str, State] = {}
+        self.held: set[str] = set()
+        self.messages: dict[str, str] = {}
+        self.preemptions: dict[str, Preemption] = {}
+        """Last preemption issued per victim (who asked it to leave and why)."""
+        self.cycles = 0
+
+    # -- intake -------------------------------------------------------------------------------------------------
+
+    def add(self, workload: Workload) -> None:
+        if workload.team not in self.queues:
+            raise ValueError(f"workload {workload.name}: team {workload.team!r} is not in the quota configuration")
+        self.workloads[workload.name] = workload
+        if workload.admission is not None:
+            self.state[workload.name] = State.EVICTING if workload.evicting else State.ADMITTED
+        else:
+            self.state[workload.name] = State.PENDING
+            self.queues[workload.team].push(workload)
+
+    def get(self, name: str) -> Workload:
+        try:
+            return self.workloads[name]
+        except KeyError:
+            raise UnknownWorkload(name) from None
+
+    def running(self) -> list[Workload]:
+        return [w for n, w in self.workloads.items() if self.state[n] in (State.ADMITTED, State.EVICTING)]
+
+    def pending(self, team: str | None = None) -> list[Workload]:
+        teams = [team] if team is not None else list(self.queues)
+        return [w for t in teams for w in self.queues[t].ordered()]
+
+    def inadmissible(self, name: str) -> bool:
+        workload = self.workloads.get(name)
+        return workload is not None and name in self.queues[workload.team].inadmissible
+
+    # -- one cycle ----------------------------------------------------------------------------------------------
+
+    def heads(self) -> list[Workload]:
+        heads = []
+        for queue in self.queues.values():
+            head = queue.head(self.held)
+            if head is not None:
+                heads.append(head)
+        return heads
+
+    def snapshot(self, factors: Mapping[str, Fraction] | None = None) -> Snapshot:
+        return Snapshot.build(self.config, self.running(), factors, tree=self.tree)
+
+    def schedule(self, now: int, factors: Mapping[str, Fraction] | None = None) -> CycleResult:
+        """Run one cycle over the current heads and apply its decisions at time `now`."""
+        heads = self.heads()
+        result = run_cycle(self.snapshot(factors), heads) if heads else CycleResult()
+        self.apply(result, now)
+        return result
+
+    def apply(self, result: CycleResult, now: int) -> None:
+        self.cycles += 1
+        for decision in result.decisions:
+            workload = decision.workload
+            name = workload.name
+            if self.workloads.get(name) is not workload or self.state.get(name) is not State.PENDING:
+                continue  # changed while the cycle ran; the next cycle sees the new version
+            queue = self.queues[workload.team]
+            self.messages[name] = decision.message
+            if decision.verdict is Verdict.ADMITTED and decision.assignment is not None:
+                queue.remove(name)
+                admitted = replace(
+                    workload,
+                    admission=Admission(decision.assignment.flavors(), decision.assignment.counts(), now),
+                    evicting=False,
+                )
+                self.workloads[name] = admitted
+                self.state[name] = State.ADMITTED
+                self.messages[name] = ""
+            elif decision.verdict.inadmissible:
+                queue.park(name)
+        for eviction in result.evictions:
+            name = eviction.victim.name
+            if self.state.get(name) is not State.ADMITTED:
+                continue  # already leaving: nothing new to ask
+            self.workloads[name] = replace(self.workloads[name], evicting=True)
+            self.state[name] = State.EVICTING
+            self.preemptions[name] = Preemption(name, eviction.preemptor.name, eviction.reason)
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    def evict(self, name: str) -> Workload:
+        """Start evicting an admitted workload by hand (admin preempt); it keeps its quota until it is gone."""
+        workload = self.get(name)
+        if self.state[name] is not State.ADMITTED:
+            raise ValueError(f"{name} is {self.state[name]}, not admitted")
+        self.workloads[name] = replace(workload, evicting=True)
+        self.state[name] = State.EVICTING
+        return self.workloads[name]
+
+    def complete_eviction(self, name: str) -> Workload:
+        """The victim is gone: requeue it (keeping its creation time) and let parked work look again."""
+        workload = self.get(name)
+        if self.state[name] not in (State.EVICTING, State.ADMITTED):
+            raise ValueError(f"{name} is {self.state[name]}, not running")
+        requeued = replace(workload, admission=None, evicting=False)
+        self.workloads[name] = requeued
+        self.state[name] = State.PENDING
+        self.queues[workload.team].push(requeued)
+        self._capacity_changed(workload.team)
+        return requeued
+
+    def finish(self, name: str) -> Workload:
+        workload = self.get(name)
+        previous = self.state[name]
+        self.state[name] = State.FINISHED
+        self.queues[workload.team].remove(name)
+        if previous in (State.ADMITTED, State.EVICTING):
+            self._capacity_changed(workload.team)
+        return workload
+
+    def forget(self, name: str) -> None:
+        """Drop a finished or deleted workload from memory."""
+        workload = self.workloads.pop(name, None)
+        if workload is None:
+            return
+        state = self.state.pop(name)
+        self.queues[workload.team].remove(name)
+        self.held.discard(name)
+        self.messages.pop(name, None)
+        if state in (State.ADMITTED, State.EVICTING):
+            self._capacity_changed(workload.team)
+
+    def hold(self, name: str) -> None:
+        workload = self.get(name)
+        if self.state[name] is not State.PENDING:
+            raise ValueError(f"{name} is {self.state[name]}; only pending workloads can be held")
+        self.held.add(workload.name)
+
+    def release(self, name: str) -> None:
+        self.get(name)
+        self.held.discard(name)
+        team = self.workloads[name].team
+        queue = self.queues[team]
+        if name in queue.inadmissible:
+            queue.unpark_all()
+
+    # -- configuration ------------------------------------------------------------------------------------------
+
+    def reload(self, config: QuotaConfig) -> None:
+        """Swap the quota configuration; refused (old one kept) if live work would lose its team."""
+        teams = {t.name for t in config.teams}
+        orphans = sorted({w.team for n, w in self.workloads.items() if self.state[n] is not State.FINISHED} - teams)
+        if orphans:
+            raise ReloadRejected(f"the new configuration drops team(s) {', '.join(orphans)} which still have workloads")
+        queues = {}
+        for team in config.teams:
+            old = self.queues.get(team.name)
+            queue = TeamQueue(team.name, team.queueing_strategy)
+            if old is not None:
+                for workload in old.ordered():
+                    queue.push(workload)
+            queues[team.name] = queue
+        self.config = config
+        self.tree = QuotaTree.from_config(config)
+        self.queues = queues
+
+    def _capacity_changed(self, team: str) -> None:
+        node = self.tree.teams[team]
+        root = node.root()
+        for member in root.subtree_teams():
+            self.queues[member.name].unpark_all()
+
+    def positions(self) -> dict[str, tuple[int, int]]:
+        """Per pending workload: (position in its team, position in its queue), 1-based, in admission order."""
+        out: dict[str, tuple[int, int]] = {}
+        for queue in self.queues.values():
+            per_queue: dict[str | None, int] = {}
+            for index, workload in enumerate(queue.ordered(), start=1):
+                per_queue[workload.queue] = per_queue.get(workload.queue, 0) + 1
+                out[workload.name] = (index, per_queue[workload.queue])
+        return out
+
+    def admitted_names(self) -> Iterable[str]:
+        return (n for n, s in self.state.items() if s is State.ADMITTED)

@@ -1,0 +1,76 @@
+"""A team's pending workloads: the active queue in admission order, and the parked (inadmissible) ones.
+
+Order inside a team: higher priority first, then older (creation time, which a requeued workload keeps), then
+name. Under BestEffortFIFO a head that cannot fit is parked so the next one gets its turn, until capacity in its
+cohort changes; under StrictFIFO it stays at the head and blocks the team.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+
+from admission.workload import Workload
+from quota.config import QueueingStrategy
+
+SortKey = tuple[int, int, str]
+
+
+def queue_key(workload: Workload) -> SortKey:
+    return (-workload.priority, workload.created_at, workload.name)
+
+
+class TeamQueue:
+    def __init__(self, team: str, strategy: QueueingStrategy) -> None:
+        self.team = team
+        self.strategy = strategy
+        self._keys: list[SortKey] = []
+        self._active: dict[str, Workload] = {}
+        self.inadmissible: dict[str, Workload] = {}
+
+    def __len__(self) -> int:
+        return len(self._active) + len(self.inadmissible)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._active or name in self.inadmissible
+
+    def push(self, workload: Workload) -> None:
+        self.remove(workload.name)
+        self._active[workload.name] = workload
+        bisect.insort(self._keys, queue_key(workload))
+
+    def remove(self, name: str) -> Workload | None:
+        workload = self._active.pop(name, None)
+        if workload is not None:
+            key = queue_key(workload)
+            index = bisect.bisect_left(self._keys, key)
+            del self._keys[index]
+            return workload
+        return self.inadmissible.pop(name, None)
+
+    def head(self, skip: set[str] | frozenset[str] = frozenset()) -> Workload | None:
+        for key in self._keys:
+            if key[2] not in skip:
+                return self._active[key[2]]
+        return None
+
+    def park(self, name: str) -> None:
+        """Set a head aside until capacity changes (BestEffortFIFO only; StrictFIFO keeps it blocking)."""
+        if self.strategy is QueueingStrategy.STRICT_FIFO:
+            return
+        workload = self.remove(name)
+        if workload is not None:
+            self.inadmissible[name] = workload
+
+    def unpark_all(self) -> int:
+        parked = list(self.inadmissible.values())
+        self.inadmissible.clear()
+        for workload in parked:
+            self.push(workload)
+        return len(parked)
+
+    def ordered(self) -> Iterator[Workload]:
+        """Everything pending, active in admission order first, then the parked ones in the same order."""
+        for key in self._keys:
+            yield self._active[key[2]]
+        yield from sorted(self.inadmissible.values(), key=queue_key)

@@ -1,0 +1,297 @@
+"""`kuota scenario`: a quota file and a set of workloads run through the real queue manager in memory.
+
+The file format and the output are a stable contract (../shared/spec/scenario.md) that conformance suites
+outside the project run, so every field here is named as the spec names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from admission.workload import Admission, PodSet, Workload
+from queues.manager import QueueManager, State
+from quota.config import QuotaConfig
+from quota.loader import ConfigError, ConfigProblem, LineMap, Path, load_config_data, parse_yaml_with_lines
+from quota.quantity import QuantityError, parse_quantity
+
+RESERVED_KEYS = ("expect", "source", "notes")
+IDLE_CYCLE_LIMIT = 1000
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class PodSetSpec(_Strict):
+    name: str
+    count: int = Field(ge=0)
+    min_count: int | None = Field(default=None, alias="minCount", ge=0)
+    requests: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("requests")
+    @classmethod
+    def _quantities(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for resource, quantity in value.items():
+            try:
+                milli = parse_quantity(quantity)
+            except QuantityError as exc:
+                raise ValueError(f"{resource}: {exc}") from None
+            if milli < 0:
+                raise ValueError(f"{resource}: requests cannot be negative")
+        return value
+
+
+class AdmittedSpec(_Strict):
+    at: Decimal = Decimal(0)
+    flavors: dict[str, str | dict[str, str]]
+    counts: dict[str, int] | None = None
+
+
+class WorkloadSpec(_Strict):
+    name: str
+    queue: str | None = None
+    team: str | None = None
+    priority: int | None = None
+    priority_class: str | None = Field(default=None, alias="priorityClass")
+    created_at: Decimal = Field(default=Decimal(0), alias="createdAt")
+    pod_sets: list[PodSetSpec] = Field(alias="podSets", min_length=1)
+    admitted: AdmittedSpec | None = None
+
+
+class ScenarioSpec(_Strict):
+    name: str = ""
+    config: dict[str, Any]
+    workloads: list[WorkloadSpec] = Field(default_factory=list)
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be run; the message names the bad field."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    config: QuotaConfig
+    workloads: list[Workload]
+    clock_ms: int
+    """A time after everything the file mentions: new admissions count as the most recent."""
+
+
+def load_scenario_text(text: str, source: str = "") -> Scenario:
+    try:
+        data, lines = parse_yaml_with_lines(text, source)
+    except ConfigError as exc:
+        raise ScenarioError(exc.render()) from None
+    if not isinstance(data, Mapping):
+        raise ScenarioError(f"{source}: a scenario is a mapping with `config` and `workloads`")
+    body = {k: v for k, v in data.items() if k not in RESERVED_KEYS}
+    try:
+        spec = ScenarioSpec.model_validate(body)
+    except ValidationError as exc:
+        problems = [ConfigProblem(tuple(e["loc"]), _message(e), _line(lines, tuple(e["loc"]))) for e in exc.errors()]
+        raise ScenarioError(ConfigError(problems, source).render().replace("quota configuration", "scenario")) from None
+    try:
+        config = load_config_data(spec.config, lines, prefix=("config",), source=source)
+    except ConfigError as exc:
+        raise ScenarioError(exc.render()) from None
+    return _build(spec, config, lines, source)
+
+
+def _message(err: Mapping[str, Any]) -> str:
+    if err["type"] == "extra_forbidden":
+        return "unknown field"
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
+def _line(lines: LineMap, path: Path) -> int | None:
+    for cut in range(len(path), -1, -1):
+        if path[:cut] in lines:
+            return lines[path[:cut]]
+    return None
+
+
+def _seconds_to_ms(value: Decimal) -> int:
+    try:
+        return int(value * 1000)
+    except (InvalidOperation, ValueError):  # pragma: no cover - pydantic has validated the decimal
+        return 0
+
+
+def _build(spec: ScenarioSpec, config: QuotaConfig, lines: LineMap, source: str) -> Scenario:
+    problems: list[ConfigProblem] = []
+
+    def problem(path: Path, message: str) -> None:
+        problems.append(ConfigProblem(path, message, _line(lines, path)))
+
+    teams = {t.name: t for t in config.teams}
+    flavors = {f.name for f in config.flavors}
+    classes = {p.name: p for p in config.priority_classes}
+    default_class = config.default_priority_class()
+    seen: set[str] = set()
+    workloads: list[Workload] = []
+    latest = 0
+    for index, ws in enumerate(spec.workloads):
+        base: Path = ("workloads", index)
+        if ws.name in seen:
+            problem((*base, "name"), f"workload {ws.name!r} is declared twice")
+        seen.add(ws.name)
+        team_name = ws.team
+        if ws.queue is not None:
+            owner = config.team_for_queue(ws.queue)
+            if owner is None:
+                problem((*base, "queue"), f"queue {ws.queue!r} belongs to no team")
+                continue
+            if team_name is not None and team_name != owner.name:
+                problem((*base, "team"), f"queue {ws.queue!r} belongs to team {owner.name!r}, not {team_name!r}")
+            team_name = owner.name
+        if team_name is None:
+            problem(base, "give `queue` or `team`")
+            continue
+        if team_name not in teams:
+            problem((*base, "team"), f"team {team_name!r} is not in the config")
+            continue
+        priority_class = classes.get(ws.priority_class) if ws.priority_class else default_class
+        if ws.priority_class is not None and ws.priority_class not in classes:
+            problem((*base, "priorityClass"), f"priority class {ws.priority_class!r} is not in the config")
+            continue
+        priority = ws.priority if ws.priority is not None else (priority_class.value if priority_class else 0)
+        pod_sets = []
+        names: set[str] = set()
+        for p_index, ps in enumerate(ws.pod_sets):
+            if ps.name in names:
+                problem((*base, "podSets", p_index, "name"), f"pod set {ps.name!r} is declared twice")
+            names.add(ps.name)
+            if ps.min_count is not None and ps.min_count > ps.count:
+                problem((*base, "podSets", p_index, "minCount"), "minCount may not exceed count")
+            requests = {r: parse_quantity(q) for r, q in ps.requests.items()}
+            pod_sets.append(PodSet(ps.name, ps.count, requests, ps.min_count))
+        created = _seconds_to_ms(ws.created_at)
+        latest = max(latest, created)
+        admission = None
+        if ws.admitted is not None:
+            admission = _admission(ws.admitted, pod_sets, flavors, (*base, "admitted"), problem)
+            latest = max(latest, _seconds_to_ms(ws.admitted.at))
+        workloads.append(
+            Workload(
+                name=ws.name,
+                team=team_name,
+                priority=priority,
+                pod_sets=tuple(pod_sets),
+                created_at=created,
+                queue=ws.queue,
+                priority_class=priority_class.name if priority_class else None,
+                preemptible=priority_class.preemptible if priority_class else True,
+                admission=admission,
+            )
+        )
+    if problems:
+        raise ScenarioError(ConfigError(problems, source).render().replace("quota configuration", "scenario"))
+    return Scenario(spec.name, config, workloads, latest + 1000)
+
+
+def _admission(
+    spec: AdmittedSpec, pod_sets: list[PodSet], flavors: set[str], base: Path, problem: Any
+) -> Admission | None:
+    by_name = {ps.name: ps for ps in pod_sets}
+    assigned: dict[str, dict[str, str]] = {}
+    ok = True
+    for ps_name, value in spec.flavors.items():
+        pod_set = by_name.get(ps_name)
+        if pod_set is None:
+            problem((*base, "flavors", ps_name), f"pod set {ps_name!r} is not one of the workload's pod sets")
+            ok = False
+            continue
+        mapping = {r: value for r in pod_set.requests} if isinstance(value, str) else dict(value)
+        for flavor in mapping.values():
+            if flavor not in flavors:
+                problem((*base, "flavors", ps_name), f"flavor {flavor!r} is not in the config")
+                ok = False
+        assigned[ps_name] = mapping
+    for ps_name in by_name:
+        if ps_name not in assigned:
+            problem((*base, "flavors"), f"pod set {ps_name!r} has no flavor")
+            ok = False
+    counts = {ps.name: ps.count for ps in pod_sets}
+    for ps_name, count in (spec.counts or {}).items():
+        if ps_name not in by_name:
+            problem((*base, "counts", ps_name), f"pod set {ps_name!r} is not one of the workload's pod sets")
+            ok = False
+        else:
+            counts[ps_name] = count
+    if not ok:
+        return None
+    return Admission(assigned, counts, _seconds_to_ms(spec.at))
+
+
+# -- running ----------------------------------------------------------------------------------------------------
+
+
+def run_scenario(scenario: Scenario, cycles: int = 1, until_idle: bool = False) -> dict[str, Any]:
+    manager = QueueManager(scenario.config)
+    initially_admitted = set()
+    for workload in scenario.workloads:
+        manager.add(workload)
+        if workload.admission is not None:
+            initially_admitted.add(workload.name)
+    preempted: set[str] = set()
+    newly_admitted: set[str] = set()
+    now = scenario.clock_ms
+    ran = 0
+    changed = True
+    limit = IDLE_CYCLE_LIMIT if until_idle else cycles
+    while ran < limit:
+        if ran > 0:
+            completed = _complete_evictions(manager)
+            if until_idle and not completed and not changed:
+                break
+        result = manager.schedule(now)
+        ran += 1
+        now += 1000
+        admitted = {d.workload.name for d in result.decisions if manager.state[d.workload.name] is State.ADMITTED}
+        newly_admitted |= admitted
+        preempted |= {e.victim.name for e in result.evictions}
+        changed = bool(admitted or result.evictions)
+        if until_idle and not changed and not _evicting(manager):
+            break
+    return {"cycles": ran, "workloads": _report(manager, preempted, newly_admitted)}
+
+
+def _evicting(manager: QueueManager) -> list[str]:
+    return [n for n, s in manager.state.items() if s is State.EVICTING]
+
+
+def _complete_evictions(manager: QueueManager) -> int:
+    names = _evicting(manager)
+    for name in names:
+        manager.complete_eviction(name)
+    return len(names)
+
+
+def _report(manager: QueueManager, preempted: set[str], newly_admitted: set[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in sorted(manager.workloads):
+        workload = manager.workloads[name]
+        state = manager.state[name]
+        if state is State.ADMITTED and workload.admission is not None:
+            entry: dict[str, Any] = {"state": "admitted", "new": name in newly_admitted}
+            entry["flavors"] = {
+                ps.name: {r: f for r, f in workload.admission.flavors.get(ps.name, {}).items() if r in ps.requests}
+                for ps in workload.pod_sets
+            }
+            entry["counts"] = {ps.name: workload.admission.counts.get(ps.name, ps.count) for ps in workload.pod_sets}
+        elif name in preempted and name in manager.preemptions:
+            info = manager.preemptions[name]
+            entry = {"state": "preempted", "reason": str(info.reason), "by": info.preemptor}
+        else:
+            entry = {
+                "state": "pending",
+                "inadmissible": manager.inadmissible(name),
+                "message": manager.messages.get(name) or "waiting for its turn in the queue",
+            }
+        out[name] = entry
+    return out

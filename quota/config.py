@@ -1,0 +1,289 @@
+"""The team-quota file (QuotaConfig) as pydantic models.
+
+Field names follow the YAML (camelCase aliases); quantities are integer milli-units and durations integer
+milliseconds from the moment they are read. Rules that span several objects (unique names, parents that exist,
+no cycles, limits only under a parent…) live in quota/rules.py so every violation is reported, not just the first.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from quota.duration import DurationError, format_duration_ms, parse_duration_ms
+from quota.quantity import QuantityError, format_quantity, parse_quantity
+
+
+def _quantity(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        milli = value * 1000
+    elif isinstance(value, str | float | Decimal):
+        try:
+            milli = parse_quantity(value)
+        except QuantityError as exc:
+            raise ValueError(str(exc)) from None
+    else:
+        raise ValueError(f"{value!r} is not a quantity (examples: 500m, 2, 1.5, 4Gi, 2e3)")
+    if milli < 0:
+        raise ValueError(f"{value!r} is negative; quotas cannot be")
+    return milli
+
+
+def _duration(value: Any) -> int:
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a duration (examples: 90s, 2m, 168h)")
+    try:
+        return parse_duration_ms(value)
+    except DurationError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _weight(value: Any) -> Decimal:
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a number")
+    try:
+        weight = Decimal(repr(value) if isinstance(value, float) else str(value))
+    except ArithmeticError:
+        raise ValueError(f"{value!r} is not a number") from None
+    if not weight.is_finite() or weight < 0:
+        raise ValueError(f"{value!r} must be a non-negative number")
+    return weight
+
+
+#: Integer milli-units, read from Kubernetes quantity syntax.
+MilliQuantity = Annotated[int, BeforeValidator(_quantity), PlainSerializer(format_quantity, return_type=str)]
+#: Integer milliseconds, read from Go duration syntax.
+DurationMs = Annotated[int, BeforeValidator(_duration), PlainSerializer(format_duration_ms, return_type=str)]
+#: An exact non-negative decimal weight.
+Weight = Annotated[Decimal, BeforeValidator(_weight), PlainSerializer(str, return_type=str)]
+
+DEFAULT_CHECKPOINT_TIMEOUT_MS = 60_000
+DEFAULT_USAGE_HALF_LIFE_MS = 168 * 3_600_000
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, str_strip_whitespace=True
+    )
+
+
+class QueueingStrategy(StrEnum):
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+    STRICT_FIFO = "StrictFIFO"
+
+
+class WithinTeamPolicy(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+
+
+class ReclaimPolicy(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    ANY = "Any"
+
+
+class BorrowPolicy(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+
+
+class FungibilityPolicy(StrEnum):
+    MAY_STOP_SEARCH = "MayStopSearch"
+    TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+class FungibilityPreference(StrEnum):
+    BORROWING_OVER_PREEMPTION = "BorrowingOverPreemption"
+    PREEMPTION_OVER_BORROWING = "PreemptionOverBorrowing"
+
+
+class PreemptionStrategy(StrEnum):
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+    LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
+
+
+class Toleration(_Model):
+    key: str | None = None
+    operator: str = "Equal"
+    value: str | None = None
+    effect: str | None = None
+    toleration_seconds: int | None = None
+
+    @field_validator("operator")
+    @classmethod
+    def _operator(cls, value: str) -> str:
+        if value not in ("Equal", "Exists"):
+            raise ValueError("operator must be Equal or Exists")
+        return value
+
+    @field_validator("effect")
+    @classmethod
+    def _effect(cls, value: str | None) -> str | None:
+        if value not in (None, "", "NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise ValueError("effect must be NoSchedule, PreferNoSchedule or NoExecute")
+        return value
+
+
+class Flavor(_Model):
+    name: str
+    node_labels: dict[str, str] = Field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+
+class PriorityClass(_Model):
+    name: str
+    value: int
+    default: bool = False
+    preemptible: bool = True
+    checkpoint_timeout: DurationMs = DEFAULT_CHECKPOINT_TIMEOUT_MS
+    description: str = ""
+
+
+class FairSharingSettings(_Model):
+    enabled: bool = False
+    preemption_strategies: tuple[PreemptionStrategy, ...] = (
+        PreemptionStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+        PreemptionStrategy.LESS_THAN_INITIAL_SHARE,
+    )
+    usage_half_life: DurationMs = DEFAULT_USAGE_HALF_LIFE_MS
+    resource_weights: dict[str, Weight] = Field(default_factory=dict)
+
+    @field_validator("preemption_strategies")
+    @classmethod
+    def _strategies(cls, value: tuple[PreemptionStrategy, ...]) -> tuple[PreemptionStrategy, ...]:
+        if not 1 <= len(value) <= 2 or len(set(value)) != len(value):
+            raise ValueError("give one or two distinct strategies")
+        return value
+
+
+class FairSharingWeight(_Model):
+    weight: Weight = Decimal(1)
+
+
+class ResourceQuota(_Model):
+    nominal: MilliQuantity
+    borrowing_limit: MilliQuantity | None = None
+    lending_limit: MilliQuantity | None = None
+
+
+class FlavorQuotas(_Model):
+    flavor: str
+    resources: dict[str, ResourceQuota]
+
+
+class ResourceGroup(_Model):
+    covered_resources: tuple[str, ...]
+    flavors: tuple[FlavorQuotas, ...]
+
+
+class BorrowWithinCohort(_Model):
+    policy: BorrowPolicy = BorrowPolicy.NEVER
+    max_priority_threshold: int | None = None
+
+
+class Preemption(_Model):
+    within_team: WithinTeamPolicy = WithinTeamPolicy.NEVER
+    reclaim_within_cohort: ReclaimPolicy = ReclaimPolicy.NEVER
+    borrow_within_cohort: BorrowWithinCohort = Field(default_factory=BorrowWithinCohort)
+
+
+class FlavorFungibility(_Model):
+    when_can_borrow: FungibilityPolicy = FungibilityPolicy.MAY_STOP_SEARCH
+    when_can_preempt: FungibilityPolicy = FungibilityPolicy.TRY_NEXT_FLAVOR
+    preference: FungibilityPreference = FungibilityPreference.BORROWING_OVER_PREEMPTION
+
+
+class _QuotaHolder(_Model):
+    """What teams and cohorts share: a place in the tree and quota in one of two spellings."""
+
+    name: str
+    parent: str | None = None
+    quotas: tuple[FlavorQuotas, ...] | None = None
+    resource_groups: tuple[ResourceGroup, ...] | None = None
+    fair_sharing: FairSharingWeight = Field(default_factory=FairSharingWeight)
+
+    @model_validator(mode="after")
+    def _one_spelling(self) -> _QuotaHolder:
+        if self.quotas is not None and self.resource_groups is not None:
+            raise ValueError("give either `quotas` or `resourceGroups`, not both")
+        return self
+
+    def groups(self) -> tuple[ResourceGroup, ...]:
+        """The quota as resource groups; `quotas` is one group covering every resource it names."""
+        if self.resource_groups is not None:
+            return self.resource_groups
+        if not self.quotas:
+            return ()
+        covered: list[str] = []
+        for entry in self.quotas:
+            for resource in entry.resources:
+                if resource not in covered:
+                    covered.append(resource)
+        return (ResourceGroup(covered_resources=tuple(covered), flavors=self.quotas),)
+
+
+class Cohort(_QuotaHolder):
+    pass
+
+
+class Team(_QuotaHolder):
+    queues: tuple[str, ...] = ()
+    queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
+    preemption: Preemption = Field(default_factory=Preemption)
+    flavor_fungibility: FlavorFungibility = Field(default_factory=FlavorFungibility)
+
+
+class Namespace(_Model):
+    """Per-namespace admission settings used by the webhooks."""
+
+    name: str
+    managed: bool = False
+    default_queue: str | None = None
+
+
+class QuotaConfig(_Model):
+    api_version: str = "kuota.dev/v1"
+    kind: str = "QuotaConfig"
+    flavors: tuple[Flavor, ...] = ()
+    priority_classes: tuple[PriorityClass, ...] = ()
+    fair_sharing: FairSharingSettings = Field(default_factory=FairSharingSettings)
+    cohorts: tuple[Cohort, ...] = ()
+    teams: tuple[Team, ...] = ()
+    namespaces: tuple[Namespace, ...] = ()
+
+    @field_validator("api_version")
+    @classmethod
+    def _api_version(cls, value: str) -> str:
+        if value != "kuota.dev/v1":
+            raise ValueError("apiVersion must be kuota.dev/v1")
+        return value
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, value: str) -> str:
+        if value != "QuotaConfig":
+            raise ValueError("kind must be QuotaConfig")
+        return value
+
+    def default_priority_class(self) -> PriorityClass | None:
+        return next((pc for pc in self.priority_classes if pc.default), None)
+
+    def priority_class(self, name: str) -> PriorityClass | None:
+        return next((pc for pc in self.priority_classes if pc.name == name), None)
+
+    def team_for_queue(self, queue: str) -> Team | None:
+        return next((t for t in self.teams if queue in t.queues), None)

@@ -1,0 +1,46 @@
+"""Go-style durations (`90s`, `2m`, `168h`, `1h30m`, `500ms`) held as integer milliseconds."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+_UNIT_MS = {"ms": Decimal(1), "s": Decimal(1000), "m": Decimal(60_000), "h": Decimal(3_600_000)}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+class DurationError(ValueError):
+    """A string that is not a duration."""
+
+
+def parse_duration_ms(value: str | int) -> int:
+    """Parse `1h30m`-style text (or a bare number of seconds) into whole milliseconds."""
+    if isinstance(value, bool):
+        raise DurationError(f"{value!r} is not a duration")
+    if isinstance(value, int):
+        if value < 0:
+            raise DurationError(f"{value} is negative")
+        return value * 1000
+    text = str(value).strip()
+    if text == "0":
+        return 0
+    pos = 0
+    total = Decimal(0)
+    for match in _PART.finditer(text):
+        if match.start() != pos:
+            break
+        total += Decimal(match[1]) * _UNIT_MS[match[2]]
+        pos = match.end()
+    if pos != len(text) or not text:
+        raise DurationError(f"{text!r} is not a duration (examples: 90s, 2m, 168h, 1h30m)")
+    return int(total)
+
+
+def format_duration_ms(ms: int) -> str:
+    if ms % 3_600_000 == 0 and ms:
+        return f"{ms // 3_600_000}h"
+    if ms % 60_000 == 0 and ms:
+        return f"{ms // 60_000}m"
+    if ms % 1000 == 0:
+        return f"{ms // 1000}s"
+    return f"{ms}ms"

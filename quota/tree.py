@@ -1,0 +1,377 @@
+"""The cohort tree: how much each team and cohort may use, lend and borrow, and what it uses now.
+
+The arithmetic follows Kueue's resource nodes so that people who know Kueue get the answers they expect:
+
+* a node's *subtree quota* is its own nominal quota plus what each child lends it (the child's subtree quota minus
+  what the child keeps for itself because of its lendingLimit);
+* a node's *usage* counts only what its children use beyond what they keep for themselves, so quota held back by a
+  lendingLimit is invisible above that child;
+* borrowing walks up the tree and every node on the path bounds it (borrowingLimit caps how far above its own
+  subtree quota a node may reach).
+
+Everything is integer milli-units. Usage lives on the nodes so a snapshot is a cheap copy of the usage maps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from quota.config import Cohort, QuotaConfig, Team, _QuotaHolder
+
+FlavorResource = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroupSpec:
+    """A set of resources that always come from the same flavor, and the flavors to try, in order."""
+
+    resources: tuple[str, ...]
+    flavors: tuple[str, ...]
+
+
+class Node:
+    """A team (leaf) or a cohort (inner node)."""
+
+    __slots__ = (
+        "child_cohorts",
+        "child_teams",
+        "group_of",
+        "groups",
+        "height",
+        "is_team",
+        "lendable",
+        "local_quota",
+        "name",
+        "parent",
+        "quotas",
+        "spec",
+        "subtree_quota",
+        "usage",
+        "weight",
+    )
+
+    def __init__(self, name: str, is_team: bool, spec: _QuotaHolder | None) -> None:
+        self.name = name
+        self.is_team = is_team
+        self.spec = spec
+        self.parent: Node | None = None
+        self.child_cohorts: list[Node] = []
+        self.child_teams: list[Node] = []
+        self.quotas: dict[FlavorResource, Limits] = {}
+        self.groups: tuple[ResourceGroupSpec, ...] = ()
+        self.group_of: dict[str, int] = {}
+        self.subtree_quota: dict[FlavorResource, int] = {}
+        self.local_quota: dict[FlavorResource, int] = {}
+        self.lendable: dict[str, int] = {}
+        self.usage: dict[FlavorResource, int] = {}
+        self.weight: Fraction = Fraction(1)
+        self.height = 0
+
+    def __repr__(self) -> str:
+        return f"<{'team' if self.is_team else 'cohort'} {self.name}>"
+
+    @property
+    def team(self) -> Team:
+        assert isinstance(self.spec, Team)
+        return self.spec
+
+    def nominal(self, fr: FlavorResource) -> int:
+        limits = self.quotas.get(fr)
+        return limits.nominal if limits is not None else 0
+
+    def ancestors(self) -> Iterator[Node]:
+        """Parent first, root last."""
+        node = self.parent
+        while node is not None:
+            yield node
+            node = node.parent
+
+    def root(self) -> Node:
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+    def borrowing_with(self, fr: FlavorResource, value: int) -> bool:
+        return self.usage.get(fr, 0) + value > self.subtree_quota.get(fr, 0)
+
+    def borrowing(self, fr: FlavorResource) -> bool:
+        return self.usage.get(fr, 0) > self.subtree_quota.get(fr, 0)
+
+    def local_available(self, fr: FlavorResource) -> int:
+        """Quota kept back from the parent by a lendingLimit that this node does not use yet."""
+        return max(0, self.local_quota.get(fr, 0) - self.usage.get(fr, 0))
+
+    def within_nominal(self, frs: Iterable[FlavorResource]) -> bool:
+        return all(self.usage.get(fr, 0) <= self.subtree_quota.get(fr, 0) for fr in frs)
+
+    def subtree_teams(self) -> Iterator[Node]:
+        if self.is_team:
+            yield self
+            return
+        for child in self.child_cohorts:
+            yield from child.subtree_teams()
+        yield from self.child_teams
+
+
+class QuotaTree:
+    """The whole forest of cohorts and teams for one QuotaConfig, with current usage."""
+
+    def __init__(self, nodes: dict[str, Node], cohorts: dict[str, Node], fair_sharing: bool) -> None:
+        self.teams = nodes
+        self.cohorts = cohorts
+        self.fair_sharing = fair_sharing
+
+    # -- construction -------------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_config(cls, config: QuotaConfig) -> QuotaTree:
+        cohorts = {c.name: _node(c, is_team=False) for c in config.cohorts}
+        teams = {t.name: _node(t, is_team=True) for t in config.teams}
+        for cohort in config.cohorts:
+            if cohort.parent is not None:
+                parent = cohorts[cohort.parent]
+                cohorts[cohort.name].parent = parent
+                parent.child_cohorts.append(cohorts[cohort.name])
+        for team in config.teams:
+            if team.parent is not None:
+                parent = cohorts[team.parent]
+                teams[team.name].parent = parent
+                parent.child_teams.append(teams[team.name])
+        tree = cls(teams, cohorts, config.fair_sharing.enabled)
+        for node in (*cohorts.values(), *teams.values()):
+            if node.parent is None:
+                _accumulate(node)
+        for node in cohorts.values():
+            node.lendable = _lendable(node)
+        return tree
+
+    def copy(self) -> QuotaTree:
+        """A snapshot: same structure and quotas, its own usage maps."""
+        mapping: dict[int, Node] = {}
+
+        def clone(node: Node) -> Node:
+            twin = Node.__new__(Node)
+            for slot in Node.__slots__:
+                setattr(twin, slot, getattr(node, slot))
+            twin.usage = dict(node.usage)
+            mapping[id(node)] = twin
+            return twin
+
+        teams = {name: clone(node) for name, node in self.teams.items()}
+        cohorts = {name: clone(node) for name, node in self.cohorts.items()}
+        for node in (*teams.values(), *cohorts.values()):
+            if node.parent is not None:
+                node.parent = mapping[id(node.parent)]
+            node.child_cohorts = [mapping[id(c)] for c in node.child_cohorts]
+            node.child_teams = [mapping[id(c)] for c in node.child_teams]
+        return QuotaTree(teams, cohorts, self.fair_sharing)
+
+    def nodes(self) -> Iterator[Node]:
+        yield from self.cohorts.values()
+        yield from self.teams.values()
+
+    # -- capacity -----------------------------------------------------------------------------------------------
+
+    def available(self, node: Node, fr: FlavorResource) -> int:
+        """What `node` could still take of `fr` now (negative when over-admitted after a quota cut)."""
+        if node.parent is None:
+            return node.subtree_quota.get(fr, 0) - node.usage.get(fr, 0)
+        parent_available = self.available(node.parent, fr)
+        limits = node.quotas.get(fr)
+        if limits is not None and limits.borrowing_limit is not None:
+            local = node.local_quota.get(fr, 0)
+            stored_in_parent = node.subtree_quota.get(fr, 0) - local
+            used_in_parent = max(0, node.usage.get(fr, 0) - local)
+            parent_available = min(stored_in_parent - used_in_parent + limits.borrowing_limit, parent_available)
+        return node.local_available(fr) + parent_available
+
+    def potential_available(self, node: Node, fr: FlavorResource) -> int:
+        """The most `node` could ever hold of `fr`, with the whole tree idle."""
+        if node.parent is None:
+            return node.subtree_quota.get(fr, 0)
+        available = node.local_quota.get(fr, 0) + self.potential_available(node.parent, fr)
+        limits = node.quotas.get(fr)
+        if limits is not None and limits.borrowing_limit is not None:
+            available = min(node.subtree_quota.get(fr, 0) + limits.borrowing_limit, available)
+        return available
+
+    def fits(self, team: Node, usage: Mapping[FlavorResource, int]) -> bool:
+        return all(self.available(team, fr) >= value for fr, value in usage.items())
+
+    # -- usage --------------------------------------------------------------------------------------------------
+
+    def add_usage(self, node: Node, fr: FlavorResource, value: int) -> None:
+        if value == 0:
+            return
+        local_available = node.local_available(fr)
+        node.usage[fr] = node.usage.get(fr, 0) + value
+        if node.parent is not None and value > local_available:
+            self.add_usage(node.parent, fr, value - local_available)
+
+    def remove_usage(self, node: Node, fr: FlavorResource, value: int) -> None:
+        if value == 0:
+            return
+        stored_in_parent = node.usage.get(fr, 0) - node.local_quota.get(fr, 0)
+        node.usage[fr] = node.usage.get(fr, 0) - value
+        if stored_in_parent <= 0 or node.parent is None:
+            return
+        self.remove_usage(node.parent, fr, min(value, stored_in_parent))
+
+    def add_all(self, team: Node, usage: Mapping[FlavorResource, int]) -> None:
+        for fr, value in usage.items():
+            self.add_usage(team, fr, value)
+
+    def remove_all(self, team: Node, usage: Mapping[FlavorResource, int]) -> None:
+        for fr, value in usage.items():
+            self.remove_usage(team, fr, value)
+
+    # -- borrowing levels ---------------------------------------------------------------------------------------
+
+    def lowest_subtree_that_fits(self, team: Node, fr: FlavorResource, value: int) -> tuple[int, bool]:
+        """Height of the lowest ancestor subtree that can supply `value` more of `fr` (0: no borrowing).
+
+        The second value tells whether that subtree is smaller than the whole tree, i.e. whether a cohort below
+        the root could supply it, which makes hierarchical reclaim possible.
+        """
+        if not (team.borrowing_with(fr, value) and team.parent is not None):
+            return 0, team.parent is not None
+        remaining = value - team.local_available(fr)
+        tracking = team.parent
+        for tracking in team.ancestors():
+            if not tracking.borrowing_with(fr, remaining):
+                return tracking.height, tracking.parent is not None
+            remaining -= tracking.local_available(fr)
+        return tracking.height, tracking.parent is not None
+
+    def quantities_fit_in_quota(
+        self, node: Node, requests: Mapping[FlavorResource, int]
+    ) -> tuple[bool, dict[FlavorResource, int]]:
+        """Whether `requests` fit in `node`'s own subtree quota, and what would be left for its parent."""
+        fits = True
+        remaining: dict[FlavorResource, int] = {}
+        for fr, value in requests.items():
+            if node.usage.get(fr, 0) + value > node.subtree_quota.get(fr, 0):
+                fits = False
+            remaining[fr] = max(0, value - node.local_available(fr))
+        return fits, remaining
+
+    # -- fair sharing -------------------------------------------------------------------------------------------
+
+    def dominant_resource_share(
+        self,
+        node: Node,
+        extra: Mapping[FlavorResource, int] | None = None,
+        factor: Fraction | None = None,
+    ) -> DominantShare:
+        """Kueue's DRS: the largest borrowed fraction of what the parent could lend, divided by the weight.
+
+        `extra` is usage to count as if admitted (negative to count as if removed); `factor` scales the weight
+        (fair-share credits: weight × 2F).
+        """
+        weight = node.weight if factor is None else node.weight * 2 * factor
+        if node.parent is None:
+            return DominantShare(weight, Fraction(0), "", False)
+        borrowed: dict[str, int] = {}
+        for fr, quota in node.subtree_quota.items():
+            amount = node.usage.get(fr, 0) + (extra.get(fr, 0) if extra else 0) - quota
+            if amount > 0:
+                borrowed[fr[1]] = borrowed.get(fr[1], 0) + amount
+        if not borrowed:
+            return DominantShare(weight, Fraction(0), "", False)
+        ratio = Fraction(0)
+        dominant = ""
+        lendable = node.parent.lendable
+        for resource in sorted(borrowed):
+            lend = lendable.get(resource, 0)
+            if lend > 0:
+                candidate = Fraction(borrowed[resource] * 1000, lend)
+                if candidate > ratio:
+                    ratio = candidate
+                    dominant = resource
+        return DominantShare(weight, ratio, dominant, True)
+
+
+@dataclass(frozen=True, slots=True)
+class DominantShare:
+    """A DRS value compared exactly: weight 0 while borrowing is infinitely unfair."""
+
+    weight: Fraction
+    ratio: Fraction
+    resource: str
+    borrowing: bool
+
+    @property
+    def infinite(self) -> bool:
+        return self.weight == 0 and self.borrowing
+
+    @property
+    def value(self) -> Fraction:
+        """The weighted share (meaningless when `infinite`)."""
+        if self.ratio == 0 or self.weight == 0:
+            return self.ratio
+        return self.ratio / self.weight
+
+    def key(self) -> tuple[int, Fraction]:
+        """Sort key: larger means less entitled to more capacity."""
+        if self.infinite:
+            return (1, self.ratio)
+        return (0, self.value)
+
+    def display(self) -> str:
+        if self.infinite:
+            return "inf"
+        return str(round(float(self.value), 3)) if self.value else "0"
+
+
+def _node(spec: Cohort | Team, is_team: bool) -> Node:
+    node = Node(spec.name, is_team, spec)
+    groups: list[ResourceGroupSpec] = []
+    for index, group in enumerate(spec.groups()):
+        groups.append(ResourceGroupSpec(tuple(group.covered_resources), tuple(f.flavor for f in group.flavors)))
+        for resource in group.covered_resources:
+            node.group_of.setdefault(resource, index)
+        for entry in group.flavors:
+            for resource, quota in entry.resources.items():
+                node.quotas[(entry.flavor, resource)] = Limits(
+                    quota.nominal, quota.borrowing_limit, quota.lending_limit
+                )
+    node.groups = tuple(groups)
+    node.weight = Fraction(spec.fair_sharing.weight)
+    return node
+
+
+def _accumulate(node: Node) -> None:
+    """Fill subtree quotas, local quotas and heights bottom-up (Kueue's updateCohortResourceNode)."""
+    node.subtree_quota = {fr: limits.nominal for fr, limits in node.quotas.items()}
+    height = 1 if (node.child_cohorts or node.child_teams) else 0
+    for child in (*node.child_cohorts, *node.child_teams):
+        _accumulate(child)
+        for fr, child_quota in child.subtree_quota.items():
+            node.subtree_quota[fr] = node.subtree_quota.get(fr, 0) + child_quota - child.local_quota.get(fr, 0)
+        if not child.is_team:
+            height = max(height, child.height + 1)
+    node.height = height
+    node.local_quota = {}
+    for fr, limits in node.quotas.items():
+        if limits.lending_limit is not None:
+            node.local_quota[fr] = max(0, node.subtree_quota.get(fr, 0) - limits.lending_limit)
+
+
+def _lendable(node: Node) -> dict[str, int]:
+    """Per resource name, what `node` could lend its children: the DRS denominator (static, no usage)."""
+    root = node.root()
+    lendable: dict[str, int] = {}
+    tree = QuotaTree({}, {}, False)
+    for fr in root.subtree_quota:
+        lendable[fr[1]] = lendable.get(fr[1], 0) + tree.potential_available(node, fr)
+    return lendable
