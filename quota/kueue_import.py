@@ -52,8 +52,7 @@ class KueueImportError(ValueError):
 
 
 class TemplateError(ValueError):
-    """A Go template that cannot be rendered: unset placeholders or constructs outside the supported "
-    "subset."""
+    """A Go template that cannot be rendered: unset placeholders or constructs outside the subset."""
 
 
 @dataclass(frozen=True)
@@ -228,6 +227,8 @@ class _Converter:
             return
         obj = _Object(kind, version, name, namespace, dict(spec or {}), dict(doc))
         self._check_version(obj)
+        if kind != "WorkloadPriorityClass":  # the one kind whose fields sit at the top level, not in spec
+            self._unknown(obj, obj.body, _TOP_LEVEL, "")
         key = (kind, namespace, name)
         previous = self.objects.get(key)
         if previous is not None and (previous.spec, previous.body) != (obj.spec, obj.body):
@@ -246,8 +247,8 @@ class _Converter:
     def _check_version(self, obj: _Object) -> None:
         if obj.version not in _KNOWN_VERSIONS:
             self.warnings.append(
-                f"{obj.label}: apiVersion {KUEUE_GROUP}/{obj.version} is not one the importer knows; read as "
-                "v1beta2"
+                f"{obj.label}: apiVersion {KUEUE_GROUP}/{obj.version} is not one the importer knows; read "
+                "as v1beta2"
             )
 
     def of_kind(self, kind: str) -> list[_Object]:
@@ -285,8 +286,7 @@ class _Converter:
         return None
 
     def _quantity(self, value: Any, where: str) -> tuple[Any, int] | None:
-        """The value as written (so the output keeps `36Gi`) and its milli-units, or None when it is not "
-        "one."""
+        """The value as written (the output keeps `36Gi`) and its milli-units; None when not a quantity."""
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             self.problems.append(f"{where}: {value!r} is not a quantity")
             return None
@@ -318,7 +318,8 @@ class _Converter:
     def _unknown(self, obj: _Object, mapping: Mapping[str, Any], known: set[str], where: str) -> None:
         for key in mapping:
             if key not in known:
-                self.warnings.append(f"{obj.label}: {where}.{key} is not a field the importer knows; ignored")
+                path = f"{where}.{key}" if where else key
+                self.warnings.append(f"{obj.label}: {path} is not a field the importer knows; ignored")
 
     # -- names -----------------------------------------------------------------------------------------------
 
@@ -386,8 +387,7 @@ class _Converter:
                 last = path[-1]
                 self.warnings.append(
                     f"Cohort {last}: parent {parents[last]!r} closes a cycle "
-                    f"({' -> '.join([*path, start])}); "
-                    "the parent link is dropped so the tree is valid"
+                    f"({' -> '.join([*path, start])}); the parent link is dropped so the tree is valid"
                 )
                 parents[last] = None
 
@@ -407,16 +407,15 @@ class _Converter:
             taints = ", ".join(_taint_text(t) for t in spec["nodeTaints"] if isinstance(t, Mapping))
             self.warnings.append(
                 f"{obj.label}: spec.nodeTaints ({taints}) not converted: Kueue offers this flavor only to "
-                "workloads "
-                "that already tolerate the taints, kuota does not filter on taints and injects only the "
-                "flavor's "
-                "tolerations; add matching tolerations if admitted pods should tolerate them"
+                "workloads that already tolerate the taints, kuota does not filter on taints and injects "
+                "only the flavor's tolerations; add matching tolerations if admitted pods should tolerate "
+                "them"
             )
         if spec.get("topologyName"):
             self.warnings.append(
                 f"{obj.label}: spec.topologyName {spec['topologyName']!r} not converted: kuota has no "
-                "topology-aware scheduling; pods are placed by the Kubernetes scheduler within the flavor's "
-                "nodes"
+                "topology-aware scheduling; pods are placed by the Kubernetes scheduler within the "
+                "flavor's nodes"
             )
         return out
 
@@ -480,42 +479,37 @@ class _Converter:
         if selector:
             self.warnings.append(
                 f"{obj.label}: spec.namespaceSelector {_compact(selector)} not converted: kuota opens one "
-                "queue per "
-                "LocalQueue (listed under the team's queues), whatever the namespace's labels"
+                "queue per LocalQueue (listed under the team's queues), whatever the namespace's labels"
             )
         elif selector is None and has_queues:
             self.warnings.append(
                 f"{obj.label}: has no spec.namespaceSelector, so Kueue admits from no namespace; kuota "
-                "admits "
-                "from every queue listed under the team"
+                "admits from every queue listed under the team"
             )
         if spec.get("stopPolicy") not in (None, "None"):
             self.warnings.append(
                 f"{obj.label}: spec.stopPolicy {spec['stopPolicy']} not converted: kuota has no per-team "
-                "stop; "
-                "the team admits normally (remove its queues to stop it)"
+                "stop; the team admits normally (remove its queues to stop it)"
             )
         for key in ("admissionChecks", "admissionChecksStrategy"):
             if spec.get(key):
                 self.warnings.append(
                     f"{obj.label}: spec.{key} {_compact(spec[key])} not converted: kuota has no admission "
-                    "checks; "
-                    "workloads are admitted on quota alone"
+                    "checks; workloads are admitted on quota alone"
                 )
         scope = spec.get("admissionScope")
         if isinstance(scope, Mapping) and scope.get("admissionMode") in (None, "NoAdmissionFairSharing"):
             pass
         elif scope is not None:
             self.warnings.append(
-                f"{obj.label}: spec.admissionScope {_compact(scope)} (admission fair sharing) not converted: "
-                "kuota "
-                "orders a team's workloads by priority and creation time, not by each LocalQueue's usage"
+                f"{obj.label}: spec.admissionScope {_compact(scope)} (admission fair sharing) not "
+                "converted: kuota orders a team's workloads by priority and creation time, not by each "
+                "LocalQueue's usage"
             )
         if spec.get("concurrentAdmissionPolicy"):
             self.warnings.append(
                 f"{obj.label}: spec.concurrentAdmissionPolicy not converted: kuota admits a workload once, "
-                "in the "
-                "first flavor that fits (flavorFungibility), and does not migrate it between flavors"
+                "in the first flavor that fits (flavorFungibility), and does not migrate it between flavors"
             )
 
     def queue(self, obj: _Object) -> tuple[str, str] | None:
@@ -524,8 +518,8 @@ class _Converter:
         self._unknown(obj, spec, _LQ_FIELDS, "spec")
         if spec.get("fairSharing"):
             self.warnings.append(
-                f"{obj.label}: spec.fairSharing {_compact(spec['fairSharing'])} (admission fair sharing) not "
-                "converted: kuota does not weight the queues within a team"
+                f"{obj.label}: spec.fairSharing {_compact(spec['fairSharing'])} (admission fair sharing) "
+                "not converted: kuota does not weight the queues within a team"
             )
         if spec.get("stopPolicy") not in (None, "None"):
             self.warnings.append(
@@ -535,8 +529,8 @@ class _Converter:
         cluster_queue = spec.get("clusterQueue")
         if not isinstance(cluster_queue, str) or cluster_queue not in self.team_names:
             self.warnings.append(
-                f"{obj.label}: spec.clusterQueue {cluster_queue!r} is not a ClusterQueue in the input; "
-                "the queue is dropped"
+                f"{obj.label}: spec.clusterQueue {cluster_queue!r} is not a ClusterQueue in the input; the "
+                "queue is dropped"
             )
             return None
         assert obj.namespace is not None  # every LocalQueue got one in _add
@@ -583,8 +577,7 @@ class _Converter:
             if flavor is not None and sorted(flavor["resources"]) != sorted(covered):
                 self.problems.append(
                     f"{obj.label}: {where}.flavors[{index}] lists resources {sorted(flavor['resources'])} "
-                    "but the "
-                    f"group covers {sorted(covered)}; Kueue requires them to match"
+                    f"but the group covers {sorted(covered)}; Kueue requires them to match"
                 )
             if flavor is not None:
                 flavors.append(flavor)
@@ -622,16 +615,14 @@ class _Converter:
             if not has_parent:
                 self.warnings.append(
                     f"{obj.label}: {kueue_key} {limit[0]} of {resource} in flavor {flavor} dropped: without "
-                    "a "
-                    "cohort there is nobody to "
-                    f"{'borrow from' if kueue_key == 'borrowingLimit' else 'lend to'} "
-                    "(kuota rejects limits without a parent)"
+                    "a cohort there is nobody to "
+                    f"{'borrow from' if kueue_key == 'borrowingLimit' else 'lend to'} (kuota rejects limits "
+                    "without a parent)"
                 )
             elif kueue_key == "lendingLimit" and limit[1] > nominal[1]:
                 self.warnings.append(
                     f"{obj.label}: lendingLimit {limit[0]} of {resource} in flavor {flavor} exceeds the "
-                    "nominal "
-                    f"{nominal[0]}; capped at the nominal (a team cannot lend more than it has)"
+                    f"nominal {nominal[0]}; capped at the nominal (a team cannot lend more than it has)"
                 )
                 out[kueue_key] = nominal[0]
             else:
@@ -723,8 +714,7 @@ class _Converter:
         if config.get("admissionFairSharing"):
             self.warnings.append(
                 "Configuration: admissionFairSharing not converted: kuota orders a team's workloads by "
-                "priority "
-                "and creation time, not by each LocalQueue's usage"
+                "priority and creation time, not by each LocalQueue's usage"
             )
         converted = {"apiVersion", "kind", "fairSharing", "admissionFairSharing"}
         ignored = [k for k in config if k not in converted]
@@ -777,8 +767,8 @@ def convert(documents: Sequence[Any]) -> ImportResult:
     if fair_sharing is None and any("fairSharing" in holder for holder in [*cohorts, *teams]):
         conv.warnings.append(
             "fairSharing weights were imported, but no Kueue Configuration with fairSharing.enable was "
-            "given, so "
-            "fair sharing stays off as in Kueue's default; set fairSharing.enabled: true to use the weights"
+            "given, so fair sharing stays off as in Kueue's default; set fairSharing.enabled: true to use "
+            "the weights"
         )
     conv.warnings.extend(conv.skipped_warnings())
     if not conv.objects:
@@ -799,8 +789,9 @@ def _flavors(conv: _Converter) -> list[Doc]:
     declared = {o.name for o in conv.of_kind("ResourceFlavor")}
     for name in (ref for ref in conv.flavor_refs() if ref not in declared):
         conv.warnings.append(
-            f"ResourceFlavor {name} is used by a queue but not in the input (Kueue keeps such a ClusterQueue "
-            "inactive); created without node labels or tolerations, add them to steer pods to its nodes"
+            f"ResourceFlavor {name} is used by a queue but not in the input (Kueue keeps such a "
+            "ClusterQueue inactive); created without node labels or tolerations, add them to steer pods to "
+            "its nodes"
         )
         flavors.append({"name": conv.flavor_names[name]})
     return flavors
@@ -1017,8 +1008,7 @@ def placeholder_hint(reference: str) -> str:
 
 
 def render_template(text: str, values: Mapping[str, Any], source: str = "template", hint: str = "") -> str:
-    """Render the Go-template subset with `values` as the root; every unset placeholder is named in the "
-    "error."""
+    """Render the Go-template subset with `values` as the root; the error names every unset placeholder."""
     nodes, _, stop = _parse(_tokens(text), 0, source)
     if stop is not None:
         raise TemplateError(
@@ -1101,10 +1091,9 @@ def expand_workflow(
     """The Kueue objects a knavigator workflow creates, as parsed documents, plus warnings.
 
     SubmitObj tasks render their registered template with the task's params (`defaults` fill what a task
-    leaves unset); Configure tasks add the priority classes they create and a Kueue Configuration found in
-    a ConfigMap.
-    Objects of other kinds (the Jobs a scenario submits) are counted, not rendered: their placeholders such as
-    `{{._NAME_}}` are filled by knavigator at run time.
+    leaves unset); Configure tasks add the priority classes they create and a Kueue Configuration found in a
+    ConfigMap. Objects of other kinds (the Jobs a scenario submits) are counted, not rendered: placeholders
+    such as `{{._NAME_}}` in them are filled by knavigator at run time.
     """
     registered = _registered(workflow)
     documents: list[Any] = []
@@ -1126,7 +1115,7 @@ def expand_workflow(
                 continue
             documents.extend(_submit(where, path, templates[path], params, defaults))
             submitted[task_id] = object_kind or "object"
-            if int(params.get("count") or 1) != 1:
+            if params.get("count", 1) not in (1, "1", None):
                 warnings.append(f"{where}: count {params['count']} ignored; one {object_kind} is imported")
         elif kind == "Configure":
             documents.extend(_configure(params))

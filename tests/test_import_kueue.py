@@ -825,10 +825,8 @@ def test_template_trim_markers_and_conditions() -> None:
 
 
 def test_template_range_and_with() -> None:
-    template = (
-        "{{- range $k, $v := .m }}\n{{ $k }}={{ $v }}{{ end }}"
-        "|{{ range .l }}[{{ . }}]{{ end }}|{{ with .w }}{{ .n }}{{ end }}"
-    )
+    ranges = "{{- range $k, $v := .m }}\n{{ $k }}={{ $v }}{{ end }}|{{ range .l }}[{{ . }}]{{ end }}"
+    template = ranges + "|{{ with .w }}{{ .n }}{{ end }}"
     assert (
         render_template(template, {"m": {"b": 2, "a": 1}, "l": ["x", "y"], "w": {"n": "N"}})
         == "\na=1\nb=2|[x][y]|N"

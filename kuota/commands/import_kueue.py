@@ -31,12 +31,13 @@ from quota.loader import ConfigError, load_config_data
 
 HELP = (
     "Convert Kueue manifests (ResourceFlavor, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass; "
-    "kueue.x-k8s.io v1beta1 or v1beta2; multi-document YAML or `kind: List`) into one kuota team-quota file."
+    "kueue.x-k8s.io v1beta1 or v1beta2; multi-document YAML or `kind: List`) into one kuota team-quota "
+    "file."
     "\n\n"
     "Fields kuota does not support are reported as warnings on stderr; other kinds are skipped. "
-    "Files with Go-template placeholders ({{.name}}) are rendered with the --set values first. "
-    "A NVIDIA knavigator workflow (a file with `tasks:`) is followed to the templates it submits, looked up "
-    "beside the workflow and in its parent folders, in the current directory, and as flattened copies "
+    "Files with Go-template placeholders ({{.name}}) are rendered with the --set values first. A NVIDIA "
+    "knavigator workflow (a file with `tasks:`) is followed to the templates it submits, looked up beside "
+    "the workflow and in its parent folders, in the current directory, and as flattened copies "
     "(`resources__templates__kueue__x.yaml`) beside it."
 )
 
@@ -142,8 +143,8 @@ def _find_template(base: Path, path: str, workflow: str) -> Path:
         if candidate.is_file():
             return candidate
     _fail(
-        f"{workflow}: template {path!r} not found (looked beside the workflow, in its parent folders, in the "
-        f"current directory, and for {path.replace('/', '__')!r} beside the workflow)"
+        f"{workflow}: template {path!r} not found (looked beside the workflow, in its parent folders, in "
+        f"the current directory, and for {path.replace('/', '__')!r} beside the workflow)"
     )
 
 
