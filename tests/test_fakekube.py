@@ -629,7 +629,10 @@ async def test_dropped_watch_streams_end_cleanly(server: FakeKubeServer, batch: 
     ]
     # Requests are logged when they end; the server notices a departed watcher within its liveness interval.
     async with asyncio.timeout(3):
-        while len(watch_requests := [r for r in server.request_log if r.verb == "watch"]) < 3:
+        while True:
+            watch_requests = [r for r in server.request_log if r.verb == "watch"]
+            if len(watch_requests) == 3:
+                break
             await asyncio.sleep(0.05)
     assert f"resourceVersion={first[0]['object'].metadata.resource_version}" in watch_requests[-1].query
 

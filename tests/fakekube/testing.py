@@ -68,7 +68,7 @@ def job_manifest(
 
 # What a webhook function returns: None or True to allow, False to deny without a message, or a dict with
 # any of {"allowed": bool, "patch": [JSON patch operations], "status": {"message": ..., "code": ...},
-# "warnings": [...]}.
+# "warnings": [...]}, or {"review": {...}} to answer with that body verbatim (to test malformed answers).
 WebhookFunction = Callable[[Obj], Awaitable[Obj | bool | None] | Obj | bool | None]
 
 
@@ -145,6 +145,8 @@ class WebhookServer:
         verdict = fn(review["request"])
         if isinstance(verdict, Awaitable):
             verdict = await verdict
+        if isinstance(verdict, dict) and "review" in verdict:
+            return web.json_response(verdict["review"])
         return web.json_response(admission_response(review["request"]["uid"], verdict))
 
     def client_config(self, path: str) -> Obj:
