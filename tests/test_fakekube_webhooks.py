@@ -105,6 +105,15 @@ async def test_mutating_webhook_patch_is_applied_then_validated(
         assert set(mutate_review) <= set(real) and set(request) <= set(real["request"])
         assert list(request) == [k for k in real["request"] if k in request]
         assert set(request["userInfo"]) <= set(real["request"]["userInfo"])
+    stored = server.objects("MutatingWebhookConfiguration")[0]
+    assert stored["webhooks"][0]["failurePolicy"] == "Fail"  # the v1 default
+    real_config = (
+        SHARED / "data" / "k8s-api" / "admissionregistration.k8s.io.v1.MutatingWebhookConfiguration.json"
+    )
+    if real_config.exists():
+        real_hook = json.loads(real_config.read_text())["webhooks"][0]
+        assert set(stored["webhooks"][0]) <= set(real_hook)
+        assert set(stored["webhooks"][0]["rules"][0]) <= set(real_hook["rules"][0])
     assert [(r.webhook, r.allowed, r.patched) for r in server.admission_log] == [
         ("mutate.kuota.dev", True, True),
         ("validate.kuota.dev", True, False),

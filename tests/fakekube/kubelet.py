@@ -32,9 +32,16 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class _Run:
+    number: int  # which start of the Job this is; a timer from an earlier start is ignored
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
 class _Finish:
     uid: str
-    run: int  # which start of the Job this timer belongs to; stale timers are ignored
+    run: _Run
 
 
 def _condition(kind: str, status: str, reason: str, message: str) -> Obj:
@@ -86,7 +93,7 @@ class FakeKubelet:
         self.user = user
         self.node_name = node_name
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._runs: dict[str, int] = {}  # uid -> run number of a running Job
+        self._runs: dict[str, _Run] = {}  # uid -> the current run of a running Job
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._run_counter = 0
         self._task: asyncio.Task[None] | None = None
@@ -122,11 +129,7 @@ class FakeKubelet:
 
     def running(self) -> set[tuple[str, str]]:
         """(namespace, name) of the Jobs currently running."""
-        running = set()
-        for job in self.server.store.list(JOBS.storage):
-            if job["metadata"]["uid"] in self._runs:
-                running.add((job["metadata"]["namespace"], job["metadata"]["name"]))
-        return running
+        return {(run.namespace, run.name) for run in self._runs.values()}
 
     async def finish(self, namespace: str, name: str, *, failed: bool = False) -> Obj:
         """End a running Job now instead of waiting for its runtime."""
@@ -188,8 +191,7 @@ class FakeKubelet:
         meta = job["metadata"]
         namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
         self._run_counter += 1
-        run = self._run_counter
-        self._runs[uid] = run
+        run = _Run(self._run_counter, namespace, name)
         spec = job["spec"]
         parallelism = int(spec.get("parallelism", 1))
         completions = spec.get("completions")
@@ -206,6 +208,7 @@ class FakeKubelet:
                 _set_condition(status, _condition("Suspended", "False", "JobResumed", "Job resumed"))
 
         await self._write_status(namespace, name, started)
+        self._runs[uid] = run  # only now: if the write failed, the next event for this Job tries again
         if self.create_pods:
             await self._create_pods(job, active)
         loop = asyncio.get_running_loop()
@@ -215,11 +218,11 @@ class FakeKubelet:
         if self._runs.get(finish.uid) != finish.run:
             return
         self._timers.pop(finish.uid, None)
-        for job in self.server.store.list(JOBS.storage):
-            if job["metadata"]["uid"] == finish.uid:
-                failed = (job["metadata"].get("annotations") or {}).get(FAIL_ANNOTATION, "").lower() == "true"
-                await self._complete(job["metadata"]["namespace"], job["metadata"]["name"], failed=failed)
-                return
+        job = self.server.store.get(JOBS.storage, finish.run.namespace, finish.run.name)
+        if job is None or job["metadata"]["uid"] != finish.uid:
+            return
+        failed = (job["metadata"].get("annotations") or {}).get(FAIL_ANNOTATION, "").lower() == "true"
+        await self._complete(finish.run.namespace, finish.run.name, failed=failed)
 
     async def _complete(self, namespace: str, name: str, *, failed: bool) -> Obj:
         job = self.server.registry.get(JOBS, namespace, name)

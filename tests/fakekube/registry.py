@@ -20,6 +20,9 @@ from .users import UserInfo
 from .webhooks import AdmissionAttributes, WebhookDispatcher
 
 Obj = dict[str, Any]
+# Aliases, because inside Registry the name `list` is the method.
+Objects = list[Obj]
+Warnings = list[str]
 
 # How often an unconditional update or patch is retried when the object changes under it (during webhook
 # calls); the real apiserver's GuaranteedUpdate loops the same way.
@@ -178,7 +181,7 @@ class Registry:
                 fresh = _continue_token(self.store.resource_version, after)
                 raise errors.expired(_CONTINUE_TOO_OLD, {"continue": fresh}) from None
             raise errors.expired(f"too old resource version: {exc.requested} ({exc.compacted})") from None
-        items: list[Obj] = []
+        items: Objects = []
         remaining = 0
         last_key: tuple[str, str] | None = None
         for obj in stored:
@@ -217,7 +220,7 @@ class Registry:
         user: UserInfo,
         dry_run: bool = False,
         field_manager: str | None = None,
-        warnings: list[str] | None = None,
+        warnings: Warnings | None = None,
         options_kind: str = "CreateOptions",
     ) -> Obj:
         warnings = [] if warnings is None else warnings
@@ -263,7 +266,7 @@ class Registry:
         subresource: str = "",
         dry_run: bool = False,
         field_manager: str | None = None,
-        warnings: list[str] | None = None,
+        warnings: Warnings | None = None,
     ) -> Obj:
         warnings = [] if warnings is None else warnings
         new = self._decode(rt, body, namespace, name)
@@ -299,7 +302,7 @@ class Registry:
         subresource: str = "",
         dry_run: bool = False,
         field_manager: str | None = None,
-        warnings: list[str] | None = None,
+        warnings: Warnings | None = None,
     ) -> tuple[Obj, bool]:
         """Returns (object, created). Server-side apply is approximated: create when absent, otherwise a merge
         patch of the applied configuration (no field ownership, nothing pruned)."""
@@ -362,7 +365,7 @@ class Registry:
         dry_run: bool,
         options: Obj,
         precondition: str | None,
-        warnings: list[str],
+        warnings: Warnings,
     ) -> Obj | None:
         """The shared tail of update and patch; None means the object changed meanwhile, try again."""
         name = str(old["metadata"]["name"])
@@ -397,7 +400,7 @@ class Registry:
         user: UserInfo,
         options: Obj | None = None,
         dry_run: bool = False,
-        warnings: list[str] | None = None,
+        warnings: Warnings | None = None,
     ) -> Obj:
         warnings = [] if warnings is None else warnings
         options = dict(options or {})
@@ -496,10 +499,10 @@ class Registry:
         field_selector: str | None = None,
         options: Obj | None = None,
         dry_run: bool = False,
-        warnings: list[str] | None = None,
+        warnings: Warnings | None = None,
     ) -> Obj:
         listing = self.list(rt, namespace, label_selector=label_selector, field_selector=field_selector)
-        deleted: list[Obj] = []
+        deleted: Objects = []
         for item in listing["items"]:
             meta = item["metadata"]
             try:

@@ -4,6 +4,7 @@ tests use to control it."""
 from __future__ import annotations
 
 import json
+import logging
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from .watch import WatchHub, WatchRequest
 from .webhooks import AdmissionRecord, WebhookDispatcher
 
 Obj = dict[str, Any]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -222,7 +225,8 @@ class FakeKubeServer:
         return self.watches.drop_all(abrupt=abrupt)
 
     def send_bookmarks(self) -> int:
-        """Send a BOOKMARK now on every open watch that asked for bookmarks."""
+        """Send a BOOKMARK now on every open watch that asked for bookmarks (allowWatchBookmarks=true).
+        Returns how many watch streams are open."""
         return self.watches.bookmark_all()
 
     async def wait_for_watches(self, count: int = 1, timeout_s: float = 5.0) -> None:
@@ -322,6 +326,11 @@ class FakeKubeServer:
                 response = await self._serve(request, verb, target, user)
         except errors.ApiError as exc:
             response = _json(exc.status, exc.code, exc.headers)
+        except Exception as exc:
+            # A bug in the fake: answer like an apiserver that panicked, and leave the traceback in the log.
+            log.exception("fake API server failed on %s %s", request.method, request.path)
+            failure = errors.internal_error(f"{type(exc).__name__}: {exc}")
+            response = _json(failure.status, failure.code)
         self.request_log.append(
             RequestRecord(
                 request.method,
@@ -418,7 +427,8 @@ class FakeKubeServer:
     async def _serve(
         self, request: web.Request, verb: str, target: _Target, user: UserInfo
     ) -> web.StreamResponse:
-        rt, q, warnings = target.rt, request.query, []
+        rt, q = target.rt, request.query
+        warnings: list[str] = []
         namespace = target.namespace or ""
         response_status = 200
         if verb == "watch":

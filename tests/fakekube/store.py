@@ -15,6 +15,9 @@ from typing import Any
 
 Obj = dict[str, Any]
 ObjKey = tuple[str, str]  # (namespace, name); namespace is "" for cluster-scoped objects
+# Aliases, because inside ObjectStore the name `list` is the method.
+Objects = list[Obj]
+StoredObjects = list[tuple[str, Obj]]
 
 
 class StoreError(Exception):
@@ -53,6 +56,9 @@ class StoredEvent:
     type: str  # ADDED | MODIFIED | DELETED
     obj: Obj
     prev: Obj | None
+
+
+EventList = list[StoredEvent]
 
 
 @dataclass(eq=False)
@@ -102,14 +108,14 @@ class ObjectStore:
         obj = self._objects.get(storage, {}).get((namespace, name))
         return copy.deepcopy(obj) if obj is not None else None
 
-    def list(self, storage: str, namespace: str | None = None) -> list[Obj]:
+    def list(self, storage: str, namespace: str | None = None) -> Objects:
         """Current objects in key order (namespace, name), like an etcd range read."""
         objects = self._objects.get(storage, {})
         return [
             copy.deepcopy(objects[key]) for key in sorted(objects) if namespace is None or key[0] == namespace
         ]
 
-    def snapshot(self, storage: str, resource_version: int) -> list[Obj]:
+    def snapshot(self, storage: str, resource_version: int) -> Objects:
         """The objects as they were at resource_version, rebuilt by undoing newer history (what etcd's MVCC
         gives a paged list). Raises Compacted when that history is gone."""
         if resource_version < self._compacted_rv:
@@ -127,9 +133,7 @@ class ObjectStore:
                 state[key] = event.prev
         return [copy.deepcopy(state[key]) for key in sorted(state)]
 
-    def events_since(
-        self, resource_version: int, storages: frozenset[str] | None = None
-    ) -> list[StoredEvent]:
+    def events_since(self, resource_version: int, storages: frozenset[str] | None = None) -> EventList:
         if resource_version < self._compacted_rv:
             raise Compacted(resource_version, self._compacted_rv)
         return [
@@ -202,13 +206,10 @@ class ObjectStore:
         self._compacted_rv = max(self._compacted_rv, target)
         return self._compacted_rv
 
-    def all_objects(self) -> list[tuple[str, Obj]]:
-        """(storage, object) for every stored object, for garbage collection across kinds."""
-        return [
-            (storage, copy.deepcopy(obj))
-            for storage, objects in self._objects.items()
-            for obj in objects.values()
-        ]
+    def all_objects(self) -> StoredObjects:
+        """(storage, object) for every stored object, for garbage collection across kinds. The objects are the
+        stored ones, not copies: read them, never change them."""
+        return [(storage, obj) for storage, objects in self._objects.items() for obj in objects.values()]
 
     # watchers
 
