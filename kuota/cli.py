@@ -23,6 +23,11 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _root() -> None:
+    """Job queueing and quota admission for Kubernetes GPU clusters."""
+
+
 def _register_commands() -> None:
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if info.name.startswith("_"):

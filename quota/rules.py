@@ -168,10 +168,10 @@ def _holder_quotas(holder: _QuotaHolder, base: Path, flavors: set[str]) -> Itera
             f_path: Path = (*g_path, flavor_key, f_index)
             if entry.flavor not in flavors:
                 yield (*f_path, "flavor"), f"flavor {entry.flavor!r} is not declared under flavors"
-            if entry.flavor in flavor_group:
-                yield (*f_path, "flavor"), f"flavor {entry.flavor!r} is listed twice in this {holder_kind(holder)}"
+            if flavor_group.get(entry.flavor) == g_index:
+                yield (*f_path, "flavor"), f"flavor {entry.flavor!r} is listed twice in this resource group"
             flavor_group.setdefault(entry.flavor, g_index)
-            if holder.resource_groups is not None and set(entry.resources) != set(group.covered_resources):
+            if set(entry.resources) != set(group.covered_resources):
                 missing = sorted(set(group.covered_resources) - set(entry.resources))
                 extra = sorted(set(entry.resources) - set(group.covered_resources))
                 detail = "; ".join(
