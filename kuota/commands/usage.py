@@ -1,0 +1,129 @@
+"""`kuota usage --from ISO --to ISO [--by team|flavor|day] [--resource R] [-o table|csv|json]`: resource-hours
+from the ledger, exact (intervals clipped to the period; running work counted up to now)."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import sys
+from datetime import UTC, datetime
+from decimal import Decimal
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from accounting.database import create_engine
+from accounting.events import GPU_RESOURCE
+from accounting.reports import UsageRow, usage_report
+from kuota.commands.migrate import DatabaseURLOption, database_url_or_exit, fail, shown
+
+HELP = (
+    "Resource-hours per team, flavor or UTC day in [--from, --to), from the ledger: GPU-hours for "
+    f"{GPU_RESOURCE}. Times are ISO 8601 (2026-03-01 or 2026-03-01T08:00:00+02:00); without an offset they are "
+    "UTC. Amounts are exact; csv and json carry them in full as decimal strings."
+)
+
+
+class By(StrEnum):
+    team = "team"
+    flavor = "flavor"
+    day = "day"
+
+
+class Output(StrEnum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("usage", help=HELP)(usage_command)
+
+
+def usage_command(
+    from_: Annotated[str, typer.Option("--from", metavar="ISO", help="Start of the period (inclusive).")],
+    to: Annotated[str, typer.Option("--to", metavar="ISO", help="End of the period (exclusive).")],
+    by: Annotated[By, typer.Option("--by", help="Group by team, flavor or UTC day.")] = By.team,
+    resource: Annotated[
+        str | None, typer.Option("--resource", metavar="NAME", help=f"Only this resource, e.g. {GPU_RESOURCE}.")
+    ] = None,
+    database_url: DatabaseURLOption = None,
+    output: Annotated[Output, typer.Option("-o", "--output", help="Output format.")] = Output.table,
+) -> None:
+    start, end = parse_time("--from", from_), parse_time("--to", to)
+    if start >= end:
+        fail(f"--from ({start.isoformat()}) must be before --to ({end.isoformat()})")
+    url = database_url_or_exit(database_url)
+    sqlite_file = make_url(url).database if make_url(url).get_backend_name() == "sqlite" else None
+    if sqlite_file and sqlite_file != ":memory:" and not Path(sqlite_file).exists():
+        # Connecting would create an empty database file as a side effect.
+        fail(f"there is no ledger at {sqlite_file}: run `kuota migrate` first, or pass --database-url", code=1)
+    try:
+        rows = asyncio.run(_report(url, start, end, by, resource))
+    except (SQLAlchemyError, OSError) as exc:
+        reason = str(getattr(exc, "orig", None) or exc)
+        hint = " (run `kuota migrate` first)" if "no such table" in reason or "does not exist" in reason else ""
+        fail(f"cannot read the ledger at {shown(url)}{hint}: {reason}", code=1)
+    if output is Output.csv:
+        _write_csv(rows, by)
+    elif output is Output.json:
+        typer.echo(json.dumps([_as_dict(row, by) for row in rows], indent=2))
+    else:
+        _print_table(rows, by, start, end, resource)
+
+
+def parse_time(option: str, text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        fail(f"{option}: not an ISO 8601 date or time: {text!r}")
+    return moment.replace(tzinfo=UTC) if moment.utcoffset() is None else moment.astimezone(UTC)
+
+
+async def _report(url: str, start: datetime, end: datetime, by: By, resource: str | None) -> list[UsageRow]:
+    engine = create_engine(url)
+    try:
+        return await usage_report(engine, start, end, by=by.value, resource=resource)
+    finally:
+        await engine.dispose()
+
+
+def _plain(amount: Decimal) -> str:
+    """A decimal without exponent or trailing zeros: 3, 1.5, 0.000277777777778."""
+    text = format(amount, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _as_dict(row: UsageRow, by: By) -> dict[str, str]:
+    return {
+        by.value: row.key,
+        "resource": row.resource,
+        "hours": _plain(row.hours),
+        "milli_seconds": _plain(row.milli_seconds),
+    }
+
+
+def _write_csv(rows: list[UsageRow], by: By) -> None:
+    writer = csv.DictWriter(sys.stdout, fieldnames=[by.value, "resource", "hours", "milli_seconds"])
+    writer.writeheader()
+    writer.writerows(_as_dict(row, by) for row in rows)
+
+
+def _print_table(rows: list[UsageRow], by: By, start: datetime, end: datetime, resource: str | None) -> None:
+    unit = "GPU-hours" if resource == GPU_RESOURCE else "resource-hours"
+    table = Table(title=f"Usage {start.isoformat()} → {end.isoformat()}")
+    table.add_column(by.value.upper())
+    table.add_column("RESOURCE")
+    table.add_column(unit.upper(), justify="right")
+    for row in rows:
+        table.add_row(row.key, row.resource, f"{row.hours:.3f}")
+    if not rows:
+        table.caption = "no usage recorded in this period"
+    Console().print(table)
