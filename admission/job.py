@@ -1,0 +1,657 @@
+"""A batch/v1 Job reduced to the workload the engine admits, and everything that can be wrong with it.
+
+Pure: a Job body (the JSON the API server sends, as plain mappings) and the quota file in, a `Workload` or a list of
+problems out. The webhooks use it to deny what kuota could never queue; the Kubernetes cluster adapter uses it to
+turn the Jobs it watches into workloads. Every problem message says what is wrong and what to do about it, because
+it reaches the person who ran `kubectl apply`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlsplit
+
+from admission.labels import (
+    CHECKPOINT_URL,
+    KUEUE_MIN_PARALLELISM,
+    KUEUE_PRIORITY_LABEL,
+    KUEUE_QUEUE_LABEL,
+    MIN_PARALLELISM,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+)
+from admission.workload import PodSet, Workload
+from quota.config import Namespace, PriorityClass, QuotaConfig
+from quota.quantity import QuantityError, parse_quantity
+
+#: Kueue names the single pod set of a batch/v1 Job "main"; so do we, so names line up across both.
+POD_SET_NAME = "main"
+
+_LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+
+
+class JobProblemKind(StrEnum):
+    NOT_A_JOB = "NotAJob"
+    INVALID_FIELD = "InvalidField"
+    NO_NAMESPACE = "NoNamespace"
+    NO_QUEUE = "NoQueue"
+    INVALID_QUEUE_NAME = "InvalidQueueName"
+    UNKNOWN_QUEUE = "UnknownQueue"
+    QUEUE_NOT_OPEN = "QueueNotOpen"
+    UNKNOWN_PRIORITY_CLASS = "UnknownPriorityClass"
+    BAD_MIN_PARALLELISM = "BadMinParallelism"
+    BAD_CHECKPOINT_URL = "BadCheckpointURL"
+    BAD_QUANTITY = "BadQuantity"
+
+
+@dataclass(frozen=True, slots=True)
+class JobProblem:
+    kind: JobProblemKind
+    field: str
+    """Where in the Job, e.g. `metadata.labels[kuota.dev/queue]`."""
+    message: str
+    """What is wrong, then what to do."""
+
+
+class JobError(ValueError):
+    """A Job kuota cannot turn into a workload; carries every problem found."""
+
+    def __init__(self, problems: Sequence[JobProblem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("; ".join(p.message for p in self.problems))
+
+
+@dataclass(frozen=True, slots=True)
+class RequestedNames:
+    """The queue and priority class a Job names in its labels (kuota's labels first, then Kueue's)."""
+
+    queue: str | None
+    queue_label: str | None
+    priority_class: str | None
+    priority_label: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobConversion:
+    workload: Workload | None
+    problems: tuple[JobProblem, ...] = ()
+    names: RequestedNames = field(default_factory=lambda: RequestedNames(None, None, None, None))
+
+
+# -- the quota file, indexed for lookups per Job ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigIndex:
+    """What Job conversion looks up in the quota file, keyed for constant-time access."""
+
+    team_of_queue: Mapping[str, str]
+    queue_names: Mapping[str, tuple[str, ...]]
+    """namespace → names of the queues open to it, in file order."""
+    queue_namespaces: Mapping[str, tuple[str, ...]]
+    """queue name → namespaces that have a queue of that name."""
+    namespaces: Mapping[str, Namespace]
+    priority_classes: Mapping[str, PriorityClass]
+    default_class: PriorityClass | None
+
+    @classmethod
+    def build(cls, config: QuotaConfig) -> ConfigIndex:
+        team_of_queue: dict[str, str] = {}
+        names: dict[str, list[str]] = {}
+        spaces: dict[str, list[str]] = {}
+        for team in config.teams:
+            for queue in team.queues:
+                team_of_queue[queue] = team.name
+                namespace, _, name = queue.partition("/")
+                names.setdefault(namespace, []).append(name)
+                spaces.setdefault(name, []).append(namespace)
+        return cls(
+            team_of_queue=team_of_queue,
+            queue_names={ns: tuple(v) for ns, v in names.items()},
+            queue_namespaces={name: tuple(v) for name, v in spaces.items()},
+            namespaces={ns.name: ns for ns in config.namespaces},
+            priority_classes={pc.name: pc for pc in config.priority_classes},
+            default_class=config.default_priority_class(),
+        )
+
+    def managed(self, namespace: str) -> bool:
+        settings = self.namespaces.get(namespace)
+        return settings is not None and settings.managed
+
+    def default_queue(self, namespace: str) -> str | None:
+        """The queue NAME a Job of a managed namespace gets when it names none (`defaultQueue` may be `ns/name`)."""
+        settings = self.namespaces.get(namespace)
+        if settings is None or not settings.managed or not settings.default_queue:
+            return None
+        return settings.default_queue.rpartition("/")[2]
+
+    def open_queues_hint(self, namespace: str) -> str:
+        names = self.queue_names.get(namespace, ())
+        if not names:
+            return f"no queue is open to namespace {namespace} yet: ask your cluster admin to add one to a team"
+        return f"queues open to namespace {namespace}: {', '.join(names)}"
+
+
+_indexes: dict[int, tuple[QuotaConfig, ConfigIndex]] = {}
+
+
+def config_index(config: QuotaConfig) -> ConfigIndex:
+    """The index of `config`, built once per config object (the live config changes rarely; Jobs arrive often)."""
+    cached = _indexes.get(id(config))
+    if cached is not None and cached[0] is config:
+        return cached[1]
+    index = ConfigIndex.build(config)
+    if len(_indexes) >= 4:
+        _indexes.clear()
+    # Holding the config in the entry keeps its id from being reused by another object.
+    _indexes[id(config)] = (config, index)
+    return index
+
+
+# -- what a Job names ---------------------------------------------------------------------------------------------
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def job_labels(job: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _mapping(_mapping(job.get("metadata")).get("labels"))
+
+
+def job_annotations(job: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _mapping(_mapping(job.get("metadata")).get("annotations"))
+
+
+def _first_label(labels: Mapping[str, Any], keys: tuple[str, str]) -> tuple[str | None, str | None]:
+    for key in keys:
+        value = labels.get(key)
+        if isinstance(value, str):
+            return value, key
+    return None, None
+
+
+def requested_names(job: Mapping[str, Any]) -> RequestedNames:
+    """The queue and priority class names a Job asks for in its labels; kuota's labels win over Kueue's."""
+    labels = job_labels(job)
+    queue, queue_label = _first_label(labels, (QUEUE_LABEL, KUEUE_QUEUE_LABEL))
+    priority, priority_label = _first_label(labels, (PRIORITY_LABEL, KUEUE_PRIORITY_LABEL))
+    return RequestedNames(queue, queue_label, priority, priority_label)
+
+
+def job_namespace(job: Mapping[str, Any]) -> str | None:
+    namespace = _mapping(job.get("metadata")).get("namespace")
+    return namespace if isinstance(namespace, str) and namespace else None
+
+
+def is_managed(job: Mapping[str, Any], config: QuotaConfig, namespace: str | None = None) -> bool:
+    """kuota queues a Job that names a queue, and every Job of a namespace the quota file marks as managed."""
+    if requested_names(job).queue is not None:
+        return True
+    namespace = namespace or job_namespace(job)
+    return namespace is not None and config_index(config).managed(namespace)
+
+
+def is_label_value(value: str) -> bool:
+    return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
+
+
+def resolve_priority_class(job: Mapping[str, Any], config: QuotaConfig) -> PriorityClass | None:
+    """semantics.md's order: the label, else the pod template's priorityClassName if configured, else the default.
+
+    Raises JobError when the label names a class the quota file does not have.
+    """
+    priority_class, problem = _priority_class(job, requested_names(job), config_index(config))
+    if problem is not None:
+        raise JobError([problem])
+    return priority_class
+
+
+def _priority_class(
+    job: Mapping[str, Any], names: RequestedNames, index: ConfigIndex
+) -> tuple[PriorityClass | None, JobProblem | None]:
+    if names.priority_class is not None:
+        found = index.priority_classes.get(names.priority_class)
+        if found is not None:
+            return found, None
+        known = ", ".join(index.priority_classes) or "(none is configured)"
+        fallback = f" (the default, {index.default_class.name})" if index.default_class else ""
+        return None, JobProblem(
+            JobProblemKind.UNKNOWN_PRIORITY_CLASS,
+            f"metadata.labels[{names.priority_label}]",
+            f"priority class {names.priority_class!r} (label {names.priority_label}) is not configured in kuota; "
+            f"set the label to one of: {known}, or remove it to get the Job's usual priority{fallback}",
+        )
+    pod_class = _mapping(_pod_spec(job)).get("priorityClassName")
+    if isinstance(pod_class, str) and pod_class in index.priority_classes:
+        return index.priority_classes[pod_class], None
+    return index.default_class, None
+
+
+# -- resources ----------------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=4096)
+def _parse_quantity(value: str | int | float) -> int:
+    return parse_quantity(value)
+
+
+def _quantities(resources: Any, path: str, problems: list[JobProblem]) -> dict[str, int]:
+    """`resources` of one container as effective requests: requests, and limits where no request is given."""
+    if resources is None:
+        return {}
+    if not isinstance(resources, Mapping):
+        problems.append(_not_a("an object", path))
+        return {}
+    out: dict[str, int] = {}
+    for part in ("requests", "limits"):
+        values = resources.get(part)
+        if values is None:
+            continue
+        if not isinstance(values, Mapping):
+            problems.append(_not_a("an object", f"{path}.{part}"))
+            continue
+        for resource, raw in values.items():
+            milli = _quantity(raw, f"{path}.{part}[{resource}]", problems)
+            # A request given explicitly wins over the limit, as in Kubernetes.
+            if milli is not None and not (part == "limits" and resource in out):
+                out[str(resource)] = milli
+    return out
+
+
+def _quantity(raw: Any, path: str, problems: list[JobProblem]) -> int | None:
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        problems.append(_bad_quantity(raw, path))
+        return None
+    try:
+        milli = _parse_quantity(raw)
+    except (QuantityError, ValueError, OverflowError):
+        problems.append(_bad_quantity(raw, path))
+        return None
+    if milli < 0:
+        problems.append(
+            JobProblem(JobProblemKind.BAD_QUANTITY, path, f"{path} is {raw!r}, which is negative; give 0 or more")
+        )
+        return None
+    return milli
+
+
+def _bad_quantity(raw: Any, path: str) -> JobProblem:
+    return JobProblem(
+        JobProblemKind.BAD_QUANTITY,
+        path,
+        f"{path} is {_short(raw)}, which is not a Kubernetes quantity; use one such as 500m, 2, 1.5 or 4Gi",
+    )
+
+
+def _add(total: dict[str, int], extra: Mapping[str, int]) -> None:
+    for resource, value in extra.items():
+        total[resource] = total.get(resource, 0) + value
+
+
+def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:
+    for resource, value in other.items():
+        if value > total.get(resource, 0):
+            total[resource] = value
+
+
+def _containers(pod: Mapping[str, Any], key: str, path: str, problems: list[JobProblem]) -> Iterator[tuple[int, Any]]:
+    containers = pod.get(key)
+    if containers is None:
+        return
+    if not isinstance(containers, list):
+        problems.append(_not_a("a list", f"{path}.{key}"))
+        return
+    for i, container in enumerate(containers):
+        if not isinstance(container, Mapping):
+            problems.append(_not_a("an object", f"{path}.{key}[{i}]"))
+            continue
+        yield i, container
+
+
+def pod_requests(pod: Mapping[str, Any], path: str = "spec.template.spec") -> tuple[dict[str, int], list[JobProblem]]:
+    """Per-pod requests in milli-units by Kubernetes' effective-request rule.
+
+    max(sum of the containers plus sidecars, the largest init container plus the sidecars started before it),
+    per resource, plus the pod's overhead. Sidecars are init containers with `restartPolicy: Always`; they run for
+    the pod's lifetime. A resource given only as a limit counts as requested at its limit, which is how GPUs are
+    usually asked for.
+    """
+    problems: list[JobProblem] = []
+    total: dict[str, int] = {}
+    for i, container in _containers(pod, "containers", path, problems):
+        _add(total, _quantities(container.get("resources"), f"{path}.containers[{i}].resources", problems))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for i, container in _containers(pod, "initContainers", path, problems):
+        requests = _quantities(container.get("resources"), f"{path}.initContainers[{i}].resources", problems)
+        if container.get("restartPolicy") == "Always":
+            _add(total, requests)
+            _add(sidecars, requests)
+            _max_into(init_peak, sidecars)
+        else:
+            during = dict(requests)
+            _add(during, sidecars)
+            _max_into(init_peak, during)
+    _max_into(total, init_peak)
+    overhead = pod.get("overhead")
+    if overhead is not None:
+        if isinstance(overhead, Mapping):
+            for resource, raw in overhead.items():
+                milli = _quantity(raw, f"{path}.overhead[{resource}]", problems)
+                if milli is not None:
+                    total[str(resource)] = total.get(str(resource), 0) + milli
+        else:
+            problems.append(_not_a("an object", f"{path}.overhead"))
+    return {r: q for r, q in total.items() if q > 0}, problems
+
+
+# -- the Job ------------------------------------------------------------------------------------------------------
+
+
+def _pod_spec(job: Mapping[str, Any]) -> Any:
+    return _mapping(_mapping(_mapping(job.get("spec")).get("template")).get("spec"))
+
+
+def _not_a(kind: str, path: str) -> JobProblem:
+    return JobProblem(JobProblemKind.NOT_A_JOB, path, f"{path} must be {kind}; send a valid batch/v1 Job")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _count(spec: Mapping[str, Any], key: str, problems: list[JobProblem]) -> int | None:
+    value = spec.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        problems.append(
+            JobProblem(
+                JobProblemKind.INVALID_FIELD,
+                f"spec.{key}",
+                f"spec.{key} is {_short(value)}; set it to a whole number of pods (0 or more)",
+            )
+        )
+        return None
+    return value
+
+
+def _pod_count(parallelism: int | None, completions: int | None) -> int:
+    """Pods that run at once: parallelism (default 1), never more than the completions still wanted."""
+    count = 1 if parallelism is None else parallelism
+    return completions if completions is not None and completions < count else count
+
+
+def pod_count(job: Mapping[str, Any]) -> int:
+    """How many pods a Job runs at once (a malformed count reads as its default)."""
+    spec = _mapping(job.get("spec"))
+    ignored: list[JobProblem] = []
+    return _pod_count(_count(spec, "parallelism", ignored), _count(spec, "completions", ignored))
+
+
+def _min_count(annotations: Mapping[str, Any], count: int, problems: list[JobProblem]) -> int | None:
+    key = MIN_PARALLELISM if MIN_PARALLELISM in annotations else KUEUE_MIN_PARALLELISM
+    raw = annotations.get(key)
+    if raw is None:
+        return None
+    text = raw.strip() if isinstance(raw, str) else ""
+    value = int(text) if text.isdecimal() and text.isascii() and len(text) <= 9 else None
+    if value is not None and 1 <= value <= count:
+        return value
+    problems.append(
+        JobProblem(
+            JobProblemKind.BAD_MIN_PARALLELISM,
+            f"metadata.annotations[{key}]",
+            f"annotation {key} is {_short(raw)}; set it to a whole number from 1 to the Job's parallelism ({count}) "
+            "to allow starting with fewer pods, or remove it to start all pods together",
+        )
+    )
+    return None
+
+
+def checkpoint_url_problem(job: Mapping[str, Any]) -> JobProblem | None:
+    raw = job_annotations(job).get(CHECKPOINT_URL)
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        try:
+            parts = urlsplit(raw.strip())
+            ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        except ValueError:
+            ok = False
+        if ok:
+            return None
+    return JobProblem(
+        JobProblemKind.BAD_CHECKPOINT_URL,
+        f"metadata.annotations[{CHECKPOINT_URL}]",
+        f"annotation {CHECKPOINT_URL} is {_short(raw)}, which is not an http:// or https:// URL; set it to the "
+        "endpoint that checkpoints this Job, or remove it to use the annotation handshake",
+    )
+
+
+def _queue(
+    names: RequestedNames, namespace: str, index: ConfigIndex
+) -> tuple[str | None, str | None, JobProblem | None]:
+    """(`namespace/name`, team, problem) for the queue a Job names, or its namespace's default queue."""
+    name, label = names.queue, names.queue_label
+    if name is None:
+        name, label = index.default_queue(namespace), QUEUE_LABEL
+    if name is None:
+        if not index.managed(namespace):
+            return None, None, None
+        return (
+            None,
+            None,
+            JobProblem(
+                JobProblemKind.NO_QUEUE,
+                f"metadata.labels[{QUEUE_LABEL}]",
+                f"namespace {namespace} is managed by kuota and this Job names no queue; add the label "
+                f"{QUEUE_LABEL}: <queue> ({index.open_queues_hint(namespace)})",
+            ),
+        )
+    path = f"metadata.labels[{label}]"
+    if not is_label_value(name):
+        placeholder = " and looks like a placeholder left in" if any(c in name for c in "<> {}") else ""
+        return (
+            None,
+            None,
+            JobProblem(
+                JobProblemKind.INVALID_QUEUE_NAME,
+                path,
+                f"label {label} is {_short(name)}, which is not a valid label value{placeholder}; set it to the name "
+                f"of a queue ({index.open_queues_hint(namespace)})",
+            ),
+        )
+    key = f"{namespace}/{name}"
+    team = index.team_of_queue.get(key)
+    if team is not None:
+        return key, team, None
+    elsewhere = index.queue_namespaces.get(name)
+    if elsewhere:
+        return (
+            None,
+            None,
+            JobProblem(
+                JobProblemKind.QUEUE_NOT_OPEN,
+                path,
+                f"queue {name!r} is not open to namespace {namespace} (only to {', '.join(elsewhere)}); "
+                f"use a queue of this namespace ({index.open_queues_hint(namespace)}), "
+                f"or ask your cluster admin to add {key} to a team",
+            ),
+        )
+    return (
+        None,
+        None,
+        JobProblem(
+            JobProblemKind.UNKNOWN_QUEUE,
+            path,
+            f"queue {name!r} does not exist in namespace {namespace}; set label {label} to an existing queue "
+            f"({index.open_queues_hint(namespace)})",
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueResolution:
+    queue: str | None
+    """`namespace/name` of the queue the Job goes to, or None."""
+    name: str | None
+    """The queue NAME, as a queue label holds it (the Job's own, or its namespace's default)."""
+    team: str | None
+    problem: JobProblem | None
+
+
+def resolve_queue(job: Mapping[str, Any], config: QuotaConfig, namespace: str) -> QueueResolution:
+    """The queue a Job goes to: the one its labels name, else its managed namespace's default queue.
+
+    No queue and no problem means kuota does not manage the Job.
+    """
+    names = requested_names(job)
+    index = config_index(config)
+    queue, team, problem = _queue(names, namespace, index)
+    name = names.queue if names.queue is not None else index.default_queue(namespace)
+    return QueueResolution(queue, name, team, problem)
+
+
+def structure_problems(job: Any) -> list[JobProblem]:
+    """What makes a body not a Job kuota can read (wrong types where objects, lists or strings belong)."""
+    return _structure(job)[3]
+
+
+def _created_at(metadata: Mapping[str, Any]) -> int:
+    raw = metadata.get("creationTimestamp")
+    if not isinstance(raw, str):
+        return 0
+    try:
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        return 0
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def _structure(job: Any) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any], list[JobProblem]]:
+    """(metadata, spec, pod spec) of a Job, with a problem for each part of the wrong type."""
+    problems: list[JobProblem] = []
+    if not isinstance(job, Mapping):
+        return {}, {}, {}, [_not_a("an object", "the object")]
+    metadata, spec = job.get("metadata"), job.get("spec")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        problems.append(_not_a("an object", "metadata"))
+        metadata = {}
+    if spec is not None and not isinstance(spec, Mapping):
+        problems.append(_not_a("an object", "spec"))
+        return metadata or {}, {}, {}, problems
+    metadata, spec = metadata or {}, spec or {}
+    for key in ("labels", "annotations"):
+        value = metadata.get(key)
+        if value is not None and not (isinstance(value, Mapping) and all(isinstance(v, str) for v in value.values())):
+            problems.append(_not_a("a map of strings", f"metadata.{key}"))
+    template = spec.get("template")
+    pod: Any = _mapping(template).get("spec")
+    if not isinstance(template, Mapping):
+        problems.append(_not_a("an object", "spec.template"))
+        pod = {}
+    elif not isinstance(pod, Mapping):
+        problems.append(_not_a("an object", "spec.template.spec"))
+        pod = {}
+    selector = pod.get("nodeSelector")
+    if selector is not None and not (
+        isinstance(selector, Mapping) and all(isinstance(v, str) for v in selector.values())
+    ):
+        problems.append(_not_a("a map of strings", "spec.template.spec.nodeSelector"))
+    return metadata, spec, pod, problems
+
+
+def convert_job(job: Mapping[str, Any], config: QuotaConfig, namespace: str | None = None) -> JobConversion:
+    """The workload a Job asks kuota to admit, or every problem that stops it from being one.
+
+    `namespace` is the request's namespace when the body does not carry one (it may not on CREATE). A Job that
+    kuota does not manage (no queue, namespace not managed) converts to no workload and no problem.
+    """
+    metadata, spec, pod, problems = _structure(job)
+    names = requested_names(job) if isinstance(job, Mapping) else RequestedNames(None, None, None, None)
+    namespace = namespace or job_namespace(job if isinstance(job, Mapping) else {})
+    if namespace is None:
+        problems.append(
+            JobProblem(
+                JobProblemKind.NO_NAMESPACE, "metadata.namespace", "the Job has no namespace; set metadata.namespace"
+            )
+        )
+        return JobConversion(None, tuple(problems), names)
+    index = config_index(config)
+    queue, team, queue_problem = _queue(names, namespace, index)
+    if queue_problem is not None:
+        problems.append(queue_problem)
+    elif queue is None:
+        return JobConversion(None, tuple(problems), names)
+    priority_class, priority_problem = _priority_class(job, names, index)
+    if priority_problem is not None:
+        problems.append(priority_problem)
+
+    count = _pod_count(_count(spec, "parallelism", problems), _count(spec, "completions", problems))
+    annotations = _mapping(metadata.get("annotations"))
+    min_count = _min_count(annotations, count, problems)
+    url_problem = checkpoint_url_problem(job)
+    if url_problem is not None:
+        problems.append(url_problem)
+    requests, request_problems = pod_requests(pod)
+    problems.extend(request_problems)
+    if problems or queue is None or team is None:
+        return JobConversion(None, tuple(problems), names)
+
+    name = metadata.get("name") or metadata.get("generateName") or ""
+    selector = _mapping(pod.get("nodeSelector"))
+    labels = _mapping(metadata.get("labels"))
+    workload = Workload(
+        name=f"{namespace}/{name}",
+        team=team,
+        priority=priority_class.value if priority_class is not None else 0,
+        pod_sets=(
+            PodSet(
+                name=POD_SET_NAME,
+                count=count,
+                requests=requests,
+                min_count=min_count,
+                node_selector={str(k): v for k, v in selector.items()},
+            ),
+        ),
+        created_at=_created_at(metadata),
+        queue=queue,
+        priority_class=priority_class.name if priority_class is not None else None,
+        preemptible=priority_class.preemptible if priority_class is not None else True,
+        labels={str(k): v for k, v in labels.items()},
+    )
+    return JobConversion(workload, (), names)
+
+
+def workload_from_job(job: Mapping[str, Any], config: QuotaConfig, namespace: str | None = None) -> Workload:
+    """The workload of a Job kuota manages; raises JobError listing every problem otherwise.
+
+    A Job kuota does not manage (no queue label in a namespace that is not managed) raises JobError too, with a
+    NO_QUEUE problem, since it has no team to be admitted under: check `is_managed` first to tell the two apart.
+    """
+    conversion = convert_job(job, config, namespace)
+    if conversion.workload is not None:
+        return conversion.workload
+    if conversion.problems:
+        raise JobError(conversion.problems)
+    raise JobError(
+        [
+            JobProblem(
+                JobProblemKind.NO_QUEUE,
+                f"metadata.labels[{QUEUE_LABEL}]",
+                f"the Job names no queue; add the label {QUEUE_LABEL}: <queue> to have kuota admit it",
+            )
+        ]
+    )

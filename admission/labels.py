@@ -1,0 +1,35 @@
+"""Names of the labels and annotations kuota reads from and writes on Jobs (semantics.md, "Labels and annotations").
+
+Kueue's spellings are accepted on input so that Kueue users keep their manifests; kuota always writes its own.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Labels a user sets (queue and priority class are labels because selectors and matchConditions must see them).
+QUEUE_LABEL: Final = "kuota.dev/queue"
+KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL: Final = "kuota.dev/priority-class"
+KUEUE_PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
+
+# Annotations a user sets.
+MIN_PARALLELISM: Final = "kuota.dev/min-parallelism"
+KUEUE_MIN_PARALLELISM: Final = "kueue.x-k8s.io/job-min-parallelism"
+CHECKPOINT_URL: Final = "kuota.dev/checkpoint-url"
+
+# The checkpoint handshake: kuota asks, the job answers.
+CHECKPOINT_REQUESTED_AT: Final = "kuota.dev/checkpoint-requested-at"
+CHECKPOINT_COMPLETED_AT: Final = "kuota.dev/checkpoint-completed-at"
+CHECKPOINT_ID: Final = "kuota.dev/checkpoint-id"
+
+# Set by kuota only.
+RESUME_FROM: Final = "kuota.dev/resume-from"
+ADMITTED_FLAVOR: Final = "kuota.dev/admitted-flavor"
+WORKLOAD_ID: Final = "kuota.dev/workload-id"
+
+# On Namespaces: lets the webhook configurations send kuota every Job of a namespace the quota file manages.
+MANAGED_NAMESPACE_LABEL: Final = "kuota.dev/managed"
+
+#: Annotations nobody but kuota may set or change: they are what makes a Job count as admitted.
+KUOTA_OWNED_ANNOTATIONS: Final = (ADMITTED_FLAVOR, WORKLOAD_ID, RESUME_FROM, CHECKPOINT_REQUESTED_AT)
