@@ -44,6 +44,22 @@ class Snapshot:
         base = tree if tree is not None else QuotaTree.from_config(config)
         return cls(config, base.copy(), admitted, factors)
 
+    @classmethod
+    def of_running(
+        cls,
+        config: QuotaConfig,
+        tree: QuotaTree,
+        by_team: Mapping[str, Mapping[str, Workload]],
+        usage: Mapping[str, dict[FlavorResource, int]],
+        factors: Mapping[str, Fraction] | None = None,
+    ) -> Snapshot:
+        """A snapshot from state kept up to date incrementally: `tree` already carries the usage of `by_team`."""
+        snapshot = cls(config, tree.copy(), (), factors)
+        for team, workloads in by_team.items():
+            snapshot.workloads[team] = dict(workloads)
+        snapshot._usage = dict(usage)
+        return snapshot
+
     def team(self, name: str) -> Node:
         return self.tree.teams[name]
 

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from admission.cycle import CycleResult, Verdict, run_cycle
 from admission.snapshot import Snapshot
-from admission.workload import Admission, PreemptionReason, Workload
+from admission.workload import Admission, FlavorResource, PreemptionReason, Workload
 from queues.pending import TeamQueue
 from quota.config import QuotaConfig
 from quota.tree import QuotaTree
@@ -53,6 +53,10 @@ class QueueManager:
         self.preemptions: dict[str, Preemption] = {}
         """Last preemption issued per victim (who asked it to leave and why)."""
         self.cycles = 0
+        # Running work and its usage, kept current so a snapshot is a copy rather than a recount.
+        self.live = self.tree.copy()
+        self.running_by_team: dict[str, dict[str, Workload]] = {t.name: {} for t in config.teams}
+        self.usage: dict[str, dict[FlavorResource, int]] = {}
 
     # -- intake -------------------------------------------------------------------------------------------------
 
@@ -62,6 +66,7 @@ class QueueManager:
         self.workloads[workload.name] = workload
         if workload.admission is not None:
             self.state[workload.name] = State.EVICTING if workload.evicting else State.ADMITTED
+            self._start_running(workload)
         else:
             self.state[workload.name] = State.PENDING
             self.queues[workload.team].push(workload)
@@ -73,7 +78,22 @@ class QueueManager:
             raise UnknownWorkload(name) from None
 
     def running(self) -> list[Workload]:
-        return [w for n, w in self.workloads.items() if self.state[n] in (State.ADMITTED, State.EVICTING)]
+        return [w for team in self.running_by_team.values() for w in team.values()]
+
+    def _start_running(self, workload: Workload) -> None:
+        usage = workload.usage()
+        self.usage[workload.name] = usage
+        self.running_by_team[workload.team][workload.name] = workload
+        self.live.add_all(self.live.teams[workload.team], usage)
+
+    def _update_running(self, workload: Workload) -> None:
+        self.running_by_team[workload.team][workload.name] = workload
+
+    def _stop_running(self, name: str) -> None:
+        workload = self.workloads[name]
+        if self.running_by_team[workload.team].pop(name, None) is None:
+            return
+        self.live.remove_all(self.live.teams[workload.team], self.usage.pop(name))
 
     def pending(self, team: str | None = None) -> list[Workload]:
         teams = [team] if team is not None else list(self.queues)
@@ -94,7 +114,7 @@ class QueueManager:
         return heads
 
     def snapshot(self, factors: Mapping[str, Fraction] | None = None) -> Snapshot:
-        return Snapshot.build(self.config, self.running(), factors, tree=self.tree)
+        return Snapshot.of_running(self.config, self.live, self.running_by_team, self.usage, factors)
 
     def schedule(self, now: int, factors: Mapping[str, Fraction] | None = None) -> CycleResult:
         """Run one cycle over the current heads and apply its decisions at time `now`."""
@@ -122,6 +142,7 @@ class QueueManager:
                 self.workloads[name] = admitted
                 self.state[name] = State.ADMITTED
                 self.messages[name] = ""
+                self._start_running(admitted)
             elif decision.verdict.inadmissible:
                 queue.park(name)
         for eviction in result.evictions:
@@ -130,6 +151,7 @@ class QueueManager:
                 continue  # already leaving: nothing new to ask
             self.workloads[name] = replace(self.workloads[name], evicting=True)
             self.state[name] = State.EVICTING
+            self._update_running(self.workloads[name])
             self.preemptions[name] = Preemption(name, eviction.preemptor.name, eviction.reason)
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
@@ -141,6 +163,7 @@ class QueueManager:
             raise ValueError(f"{name} is {self.state[name]}, not admitted")
         self.workloads[name] = replace(workload, evicting=True)
         self.state[name] = State.EVICTING
+        self._update_running(self.workloads[name])
         return self.workloads[name]
 
     def complete_eviction(self, name: str) -> Workload:
@@ -148,6 +171,7 @@ class QueueManager:
         workload = self.get(name)
         if self.state[name] not in (State.EVICTING, State.ADMITTED):
             raise ValueError(f"{name} is {self.state[name]}, not running")
+        self._stop_running(name)
         requeued = replace(workload, admission=None, evicting=False)
         self.workloads[name] = requeued
         self.state[name] = State.PENDING
@@ -158,6 +182,7 @@ class QueueManager:
     def finish(self, name: str) -> Workload:
         workload = self.get(name)
         previous = self.state[name]
+        self._stop_running(name)
         self.state[name] = State.FINISHED
         self.queues[workload.team].remove(name)
         if previous in (State.ADMITTED, State.EVICTING):
@@ -166,9 +191,11 @@ class QueueManager:
 
     def forget(self, name: str) -> None:
         """Drop a finished or deleted workload from memory."""
-        workload = self.workloads.pop(name, None)
+        workload = self.workloads.get(name)
         if workload is None:
             return
+        self._stop_running(name)
+        del self.workloads[name]
         state = self.state.pop(name)
         self.queues[workload.team].remove(name)
         self.held.discard(name)
@@ -209,6 +236,15 @@ class QueueManager:
         self.config = config
         self.tree = QuotaTree.from_config(config)
         self.queues = queues
+        self.live = self.tree.copy()
+        by_team: dict[str, dict[str, Workload]] = {t.name: {} for t in config.teams}
+        for team, running in self.running_by_team.items():
+            if team not in by_team:
+                continue  # reload refuses to drop a team with live work, so this one is empty
+            by_team[team] = running
+            for name in running:
+                self.live.add_all(self.live.teams[team], self.usage[name])
+        self.running_by_team = by_team
 
     def _capacity_changed(self, team: str) -> None:
         node = self.tree.teams[team]
