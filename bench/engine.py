@@ -13,6 +13,7 @@ the figure the target speaks of.
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import sys
 import time
@@ -21,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from admission.cycle import Verdict  # noqa: E402
-from bench.kueue_perf import BASELINE, LARGE, load_mix  # noqa: E402
-from queues.manager import QueueManager, State  # noqa: E402
+from admission.cycle import Verdict
+from bench.kueue_perf import BASELINE, LARGE, load_mix
+from queues.manager import QueueManager, State
 
 
 def run(path: Path, max_cycles: int) -> dict[str, float]:
@@ -31,8 +32,6 @@ def run(path: Path, max_cycles: int) -> dict[str, float]:
     manager = QueueManager(mix.config)
     for job in mix.jobs:
         manager.add(job.workload)
-    import resource  # noqa: PLC0415
-
     running: deque[str] = deque()
     times: list[float] = []
     decisions = admissions = 0
