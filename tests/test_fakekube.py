@@ -7,7 +7,7 @@ import asyncio
 import json
 import shutil
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -827,3 +827,49 @@ RFC6902_CASES = [
 def test_json_patch_agrees_with_the_jsonpatch_package(document: Any, operations: list[Any]) -> None:
     jsonpatch = pytest.importorskip("jsonpatch")
     assert json_patch(document, operations) == jsonpatch.apply_patch(document, operations)
+
+
+async def test_kubernetes_asyncio_leader_election_hands_over_when_the_leader_cannot_renew(
+    server: FakeKubeServer,
+) -> None:
+    from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
+    from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+    leading: list[str] = []
+    stopped: list[str] = []
+
+    async def candidate(identity: str) -> None:
+        api = await server.api_client(user=identity)
+        lock = LeaseLock("kuota-leader", "kube-system", identity, api)
+
+        async def on_started() -> None:
+            leading.append(identity)
+
+        async def on_stopped() -> None:
+            stopped.append(identity)
+
+        # About the smallest timings the library accepts: lease 2 s, renew deadline 1.3 s, retry every 1 s.
+        config = electionconfig.Config(lock, 2, 1.3, 1, on_started, on_stopped)
+        await leaderelection.LeaderElection(config).run()
+
+    async def until(condition: Callable[[], bool], timeout_s: float) -> None:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                if condition():
+                    return
+                await asyncio.sleep(0.05)
+
+    a = asyncio.create_task(candidate("a"))
+    await until(lambda: bool(leading), 3)
+    b = asyncio.create_task(candidate("b"))
+    await asyncio.sleep(1.1)  # b has tried at least once
+    assert leading == ["a"]
+    lease = server.get_object("Lease", "kube-system", "kuota-leader") or {}
+    assert lease["spec"]["holderIdentity"] == "a"
+
+    # a's renewals start failing: it steps down after renew_deadline, and b takes over once the lease expires.
+    server.inject_failure(500, verb="update", resource="leases", user="a", times=1000)
+    await until(lambda: leading == ["a", "b"] and stopped == ["a"], 6)
+    assert (server.get_object("Lease", "kube-system", "kuota-leader") or {})["spec"]["holderIdentity"] == "b"
+    b.cancel()
+    await asyncio.gather(a, b, return_exceptions=True)

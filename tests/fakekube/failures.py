@@ -17,11 +17,14 @@ class InjectedFailure:
     path: str | None  # fnmatch glob over the URL path, e.g. "/apis/batch/v1/namespaces/*/jobs*"; None: any
     remaining: int  # how many more requests fail; counts down to 0
     message: str | None = None
+    user: str | None = None  # only requests made as this username; None: anyone
     retry_after_s: int = 1
     hits: int = 0
 
-    def matches(self, verb: str, resource: str, plural: str, path: str) -> bool:
+    def matches(self, verb: str, resource: str, plural: str, path: str, user: str) -> bool:
         if self.remaining <= 0:
+            return False
+        if self.user is not None and self.user != user:
             return False
         if self.verb is not None and self.verb != verb:
             return False

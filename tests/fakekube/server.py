@@ -209,10 +209,21 @@ class FakeKubeServer:
         times: int = 1,
         message: str | None = None,
         retry_after_s: int = 1,
+        user: str | None = None,
     ) -> InjectedFailure:
         """The next `times` requests matching verb/resource/path answer `code` with a proper Status body (429
-        also sends Retry-After). Returns the rule; its .hits counts the requests it failed."""
-        failure = InjectedFailure(code, verb, resource, path, times, message, retry_after_s)
+        also sends Retry-After). user= limits it to requests made as that username. Returns the rule; its
+        .hits counts the requests it failed."""
+        failure = InjectedFailure(
+            code=code,
+            verb=verb,
+            resource=resource,
+            path=path,
+            remaining=times,
+            message=message,
+            retry_after_s=retry_after_s,
+            user=user,
+        )
         self._failures.append(failure)
         return failure
 
@@ -322,7 +333,7 @@ class FakeKubeServer:
             else:
                 target = self._route(request.path)
                 verb = self._verb(request, target)
-                self._fail_if_injected(verb, target, request.path)
+                self._fail_if_injected(verb, target, request.path, user.username)
                 response = await self._serve(request, verb, target, user)
         except errors.ApiError as exc:
             response = _json(exc.status, exc.code, exc.headers)
@@ -395,11 +406,11 @@ class FakeKubeServer:
             raise errors.method_not_allowed("the server does not allow this method on the requested resource")
         return verbs[method]
 
-    def _fail_if_injected(self, verb: str, target: _Target, path: str) -> None:
+    def _fail_if_injected(self, verb: str, target: _Target, path: str, username: str) -> None:
         resource = target.rt.group_resource + (f"/{target.subresource}" if target.subresource else "")
         plural = target.rt.plural + (f"/{target.subresource}" if target.subresource else "")
         for failure in self._failures:
-            if failure.matches(verb, resource, plural, path):
+            if failure.matches(verb, resource, plural, path, username):
                 failure.remaining -= 1
                 failure.hits += 1
                 raise failure.error()
