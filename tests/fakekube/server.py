@@ -333,6 +333,8 @@ class FakeKubeServer:
             else:
                 target = self._route(request.path)
                 verb = self._verb(request, target)
+                if target.rt.namespaced and target.namespace is None and verb not in ("list", "watch"):
+                    raise errors.resource_not_served()  # only list and watch span all namespaces
                 self._fail_if_injected(verb, target, request.path, user.username)
                 response = await self._serve(request, verb, target, user)
         except errors.ApiError as exc:
