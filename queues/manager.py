@@ -49,6 +49,9 @@ class QueueManager:
         self.workloads: dict[str, Workload] = {}
         self.state: dict[str, State] = {}
         self.held: set[str] = set()
+        """Held by an operator: never a head until released."""
+        self.delayed: set[str] = set()
+        """Requeued after eviction and backing off: not a head until the controller lets it go."""
         self.messages: dict[str, str] = {}
         self.preemptions: dict[str, Preemption] = {}
         """Last preemption issued per victim (who asked it to leave and why)."""
@@ -108,7 +111,7 @@ class QueueManager:
     def heads(self) -> list[Workload]:
         heads = []
         for queue in self.queues.values():
-            head = queue.head(self.held)
+            head = queue.head(self.held | self.delayed if self.delayed else self.held)
             if head is not None:
                 heads.append(head)
         return heads
@@ -199,6 +202,7 @@ class QueueManager:
         state = self.state.pop(name)
         self.queues[workload.team].remove(name)
         self.held.discard(name)
+        self.delayed.discard(name)
         self.messages.pop(name, None)
         if state in (State.ADMITTED, State.EVICTING):
             self._capacity_changed(workload.team)

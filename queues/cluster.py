@@ -1,0 +1,41 @@
+"""The Cluster interface: how the controller acts on the world, and how the world answers.
+
+Commands are synchronous and must return at once (a Kubernetes implementation schedules the API calls and
+retries them itself); answers come back as calls on the controller (`job_finished`, `checkpoint_acked`,
+`suspended`, ...). Two implementations: queues/kube.py (kubernetes-asyncio) and queues/simulator.py (a virtual
+clock, for `kuota simulate`, tests and `kuota serve --cluster sim`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from admission.workload import Workload
+
+
+class Cluster(Protocol):
+    def admit(
+        self,
+        workload: Workload,
+        flavors: Mapping[str, Mapping[str, str]],
+        counts: Mapping[str, int],
+        resume_from: str | None,
+    ) -> None:
+        """Let the workload run: unsuspend it with the flavors' node selectors and tolerations."""
+
+    def request_checkpoint(self, workload: Workload, deadline: int, reason: str, preemptor: str | None) -> str:
+        """Ask a victim to checkpoint before `deadline` (ms); returns how ("url" or "annotation")."""
+        ...
+
+    def suspend(self, workload: Workload) -> None:
+        """Stop the workload (spec.suspend: true); the cluster reports `suspended` once its pods are gone."""
+
+    def last_checkpoint_at(self, workload: Workload) -> int | None:
+        """When the workload last checkpointed on its own, if the cluster knows (bounds the work lost)."""
+        ...
+
+
+class Timers(Protocol):
+    def call_at(self, at: int) -> None:
+        """Make sure the controller's `tick` runs at (or soon after) time `at`."""

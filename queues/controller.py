@@ -1,0 +1,314 @@
+"""The controller: runs the queue manager over time and carries its decisions out on a Cluster.
+
+It owns everything that happens between cycles — checkpoint-hooked eviction, requeue with backoff, resume-from,
+fair-share credits — and tells a Journal about every step. It is synchronous and clock-agnostic: the async loop
+(queues/loop.py) drives it in real time, the simulator (queues/simulator.py) in virtual time, with the same code.
+
+Eviction of a victim, per semantics.md "Preemption with checkpoint hooks":
+request a checkpoint (URL hook or annotation handshake, the Cluster's business) → wait for the ack or the
+priority class's checkpointTimeout → suspend → once the pods are gone, requeue keeping the creation time, with
+exponential backoff → on readmission pass the last checkpoint id as resume-from. The victim keeps its quota the
+whole time, so what it frees is never handed out twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from admission.cycle import CycleResult, Verdict
+from admission.workload import FlavorResource, PreemptionReason, Workload
+from queues.cluster import Cluster, Timers
+from queues.journal import Journal, NullJournal
+from queues.manager import QueueManager, State
+from quota.config import DEFAULT_CHECKPOINT_TIMEOUT_MS, QuotaConfig
+from quota.credits import CreditBook
+
+CREDIT_REFRESH_MS = 60_000
+BACKOFF_BASE_MS = 10_000
+BACKOFF_MAX_MS = 600_000
+
+
+@dataclass
+class Eviction:
+    preemptor: str | None
+    reason: PreemptionReason | str
+    requested_at: int
+    deadline: int
+    via: str = ""
+    acked_at: int | None = None
+    checkpoint_id: str | None = None
+    suspended_at: int | None = None
+
+
+@dataclass
+class Tracking:
+    """What the controller remembers about a workload beyond the queue manager's state."""
+
+    attempt: int = 0
+    admitted_at: int | None = None
+    last_checkpoint_at: int | None = None
+    resume_from: str | None = None
+    evictions: int = 0
+    eviction: Eviction | None = None
+    eligible_at: int = 0
+
+
+class Controller:
+    def __init__(
+        self,
+        config: QuotaConfig,
+        cluster: Cluster,
+        timers: Timers,
+        journal: Journal | None = None,
+        *,
+        backoff_base_ms: int = BACKOFF_BASE_MS,
+        backoff_max_ms: int = BACKOFF_MAX_MS,
+    ) -> None:
+        self.manager = QueueManager(config)
+        self.cluster = cluster
+        self.timers = timers
+        self.journal: Journal = journal if journal is not None else NullJournal()  # type: ignore[assignment]
+        self.credits = CreditBook(config)
+        self.tracking: dict[str, Tracking] = {}
+        self.backoff_base_ms = backoff_base_ms
+        self.backoff_max_ms = backoff_max_ms
+        self.dirty = True
+        self.paused = False
+        """Admissions pause (queues keep filling) while the ledger cannot take more events."""
+        self._factors: dict[str, Fraction] = {}
+        self._factors_at: int | None = None
+        self.last_cycle: CycleResult | None = None
+
+    @property
+    def config(self) -> QuotaConfig:
+        return self.manager.config
+
+    # -- what the cluster tells us ------------------------------------------------------------------------------
+
+    def submit(self, workload: Workload, at: int) -> None:
+        """A new workload (or one already running when we started: it carries its admission)."""
+        if workload.name in self.manager.workloads:
+            return
+        self.manager.add(workload)
+        track = self.tracking.setdefault(workload.name, Tracking())
+        self.journal.workload_seen(workload, at)
+        if workload.admission is not None:
+            track.attempt = max(track.attempt, 1)
+            track.admitted_at = workload.admission.admitted_at
+            self.credits.open(workload.name, workload.team, _by_resource(self.manager.usage[workload.name]), at)
+        else:
+            position = self.manager.positions().get(workload.name, (0, 0))[0]
+            self.journal.queued(workload, position, at)
+        self.dirty = True
+
+    def job_finished(self, name: str, at: int, succeeded: bool = True) -> None:
+        if name not in self.manager.workloads or self.manager.state[name] is State.FINISHED:
+            return
+        workload = self.manager.workloads[name]
+        was_running = self.manager.state[name] in (State.ADMITTED, State.EVICTING)
+        self.manager.finish(name)
+        track = self.tracking.setdefault(name, Tracking())
+        if was_running:
+            self.credits.close(name, at)
+            self.journal.finished(workload, track.attempt, succeeded, at)
+        self.manager.forget(name)
+        self.tracking.pop(name, None)
+        self.dirty = True
+
+    def job_deleted(self, name: str, at: int) -> None:
+        self.job_finished(name, at, succeeded=False)
+
+    def checkpoint_acked(self, name: str, checkpoint_id: str | None, at: int) -> None:
+        track = self.tracking.get(name)
+        if track is None or track.eviction is None or track.eviction.acked_at is not None:
+            return
+        if track.eviction.suspended_at is not None:
+            return  # too late: the deadline passed and we suspended already
+        eviction = track.eviction
+        eviction.acked_at = at
+        eviction.checkpoint_id = checkpoint_id
+        track.last_checkpoint_at = at
+        if checkpoint_id:
+            track.resume_from = checkpoint_id
+        self.journal.checkpoint_acked(self.manager.workloads[name], track.attempt, checkpoint_id, at)
+        self._suspend(name, at)
+
+    def checkpoint_reported(self, name: str, at: int) -> None:
+        """A running job says it checkpointed on its own (periodic checkpoints bound the work lost)."""
+        track = self.tracking.get(name)
+        if track is not None:
+            track.last_checkpoint_at = at
+
+    def suspended(self, name: str, at: int) -> None:
+        """The victim's pods are gone: its quota is free; requeue it with backoff."""
+        if name not in self.manager.workloads or self.manager.state[name] not in (State.EVICTING, State.ADMITTED):
+            return
+        track = self.tracking.setdefault(name, Tracking())
+        self.credits.close(name, at)
+        requeued = self.manager.complete_eviction(name)
+        track.eviction = None
+        track.evictions += 1
+        delay = min(self.backoff_max_ms, self.backoff_base_ms * 2 ** (track.evictions - 1))
+        track.eligible_at = at + delay
+        if delay > 0:
+            self.manager.delayed.add(name)
+            self.timers.call_at(track.eligible_at)
+        self.journal.requeued(requeued, track.attempt, track.eligible_at, at)
+        self.dirty = True
+
+    # -- operator actions ---------------------------------------------------------------------------------------
+
+    def hold(self, name: str, actor: str, at: int) -> None:
+        self.manager.hold(name)
+        self.journal.held(self.manager.workloads[name], actor, at)
+
+    def release(self, name: str, actor: str, at: int) -> None:
+        self.manager.release(name)
+        self.manager.delayed.discard(name)
+        track = self.tracking.get(name)
+        if track is not None:
+            track.eligible_at = 0
+        self.journal.released(self.manager.workloads[name], actor, at)
+        self.dirty = True
+
+    def preempt(self, name: str, actor: str, at: int) -> None:
+        """Evict an admitted workload by hand, with its checkpoint."""
+        victim = self.manager.evict(name)
+        self._start_eviction(victim, None, f"Manual by {actor}", at)
+
+    def reload(self, config: QuotaConfig, text: str, source: str, at: int) -> None:
+        """Swap the quota file; raises (keeping the old one) if the new one would strand running work."""
+        self.manager.reload(config)
+        self.credits.reconfigure(config)
+        self._factors_at = None
+        self.journal.config_applied(text, source, at)
+        for queue in self.manager.queues.values():
+            queue.unpark_all()
+        self.dirty = True
+
+    # -- time ---------------------------------------------------------------------------------------------------
+
+    def tick(self, now: int) -> None:
+        """Act on what is due: checkpoint deadlines and the end of requeue backoffs."""
+        for name, track in list(self.tracking.items()):
+            eviction = track.eviction
+            if eviction is not None and eviction.suspended_at is None and now >= eviction.deadline:
+                self.journal.checkpoint_timed_out(self.manager.workloads[name], track.attempt, now)
+                self._suspend(name, now)
+            if track.eligible_at and now >= track.eligible_at and name in self.manager.delayed:
+                self.manager.delayed.discard(name)
+                track.eligible_at = 0
+                self.dirty = True
+
+    def schedule(self, now: int) -> CycleResult | None:
+        """One cycle if anything changed since the last one; carries out its decisions."""
+        if not self.dirty or self.paused:
+            return None
+        self.dirty = False
+        factors = self._fair_share_factors(now)
+        clock = time.perf_counter()
+        result = self.manager.schedule(now, factors)
+        elapsed = time.perf_counter() - clock
+        self.last_cycle = result
+        admitted = preempting = 0
+        for decision in result.decisions:
+            name = decision.workload.name
+            if decision.verdict is Verdict.ADMITTED and self.manager.state.get(name) is State.ADMITTED:
+                admitted += 1
+                self._admit(self.manager.workloads[name], decision, now)
+            elif decision.verdict is Verdict.PREEMPTING:
+                preempting += 1
+        started = 0
+        for eviction in result.evictions:
+            name = eviction.victim.name
+            track = self.tracking.get(name)
+            if self.manager.state.get(name) is State.EVICTING and (track is None or track.eviction is None):
+                started += 1
+                self._start_eviction(self.manager.workloads[name], eviction.preemptor.name, eviction.reason, now)
+        self.journal.cycle(len(result.decisions), admitted, preempting, elapsed, now)
+        if admitted or started:
+            # The next heads deserve a look right away; a cycle that only waits for victims already leaving
+            # changes nothing, and the next one would decide the same.
+            self.dirty = True
+        return result
+
+    def credit_report(self, now: int) -> dict[str, object]:
+        return dict(self.credits.credits(now))
+
+    # -- internals ----------------------------------------------------------------------------------------------
+
+    def _fair_share_factors(self, now: int) -> Mapping[str, Fraction]:
+        if self._factors_at is None or now - self._factors_at >= CREDIT_REFRESH_MS or now < self._factors_at:
+            self._factors = dict(self.credits.factors(now))
+            self._factors_at = now
+        return self._factors
+
+    def _admit(self, workload: Workload, decision: object, now: int) -> None:
+        track = self.tracking.setdefault(workload.name, Tracking())
+        track.attempt += 1
+        track.admitted_at = now
+        track.last_checkpoint_at = now
+        admission = workload.admission
+        assert admission is not None
+        usage = self.manager.usage[workload.name]
+        self.credits.open(workload.name, workload.team, _by_resource(usage), now)
+        self.journal.admitted(workload, track.attempt, usage, self._borrowed(workload.team, usage), now)
+        self.cluster.admit(workload, admission.flavors, admission.counts, track.resume_from)
+
+    def _borrowed(self, team: str, usage: Mapping[FlavorResource, int]) -> dict[FlavorResource, int]:
+        """What this admission takes above the team's nominal quota (the team's usage already includes it)."""
+        node = self.manager.live.teams[team]
+        borrowed = {}
+        for fr, value in usage.items():
+            above = node.usage.get(fr, 0) - node.nominal(fr)
+            if above > 0:
+                borrowed[fr] = min(value, above)
+        return borrowed
+
+    def _start_eviction(
+        self, victim: Workload, preemptor: str | None, reason: PreemptionReason | str, now: int
+    ) -> None:
+        track = self.tracking.setdefault(victim.name, Tracking())
+        timeout = self._checkpoint_timeout(victim)
+        eviction = Eviction(preemptor, reason, now, now + timeout)
+        track.eviction = eviction
+        self.journal.preemption_issued(victim, track.attempt, preemptor, reason, now)
+        eviction.via = self.cluster.request_checkpoint(victim, eviction.deadline, str(reason), preemptor)
+        self.journal.checkpoint_requested(victim, track.attempt, eviction.deadline, eviction.via, now)
+        if timeout <= 0:
+            self.journal.checkpoint_timed_out(victim, track.attempt, now)
+            self._suspend(victim.name, now)
+        else:
+            self.timers.call_at(eviction.deadline)
+
+    def _checkpoint_timeout(self, workload: Workload) -> int:
+        if workload.priority_class is not None:
+            klass = self.config.priority_class(workload.priority_class)
+            if klass is not None:
+                return klass.checkpoint_timeout
+        default = self.config.default_priority_class()
+        return default.checkpoint_timeout if default is not None else DEFAULT_CHECKPOINT_TIMEOUT_MS
+
+    def _suspend(self, name: str, now: int) -> None:
+        track = self.tracking[name]
+        workload = self.manager.workloads[name]
+        if track.eviction is not None:
+            track.eviction.suspended_at = now
+        since = track.last_checkpoint_at if track.last_checkpoint_at is not None else (track.admitted_at or now)
+        periodic = self.cluster.last_checkpoint_at(workload)
+        if periodic is not None:
+            since = max(since, periodic)
+        gpus = sum(v for (_, resource), v in self.manager.usage.get(name, {}).items() if resource.endswith("gpu"))
+        lost = gpus * max(0, now - since) // 1000  # milli-GPU × ms / 1000 = milli-GPU-seconds
+        self.journal.suspended(workload, track.attempt, lost, now)
+        self.cluster.suspend(workload)
+
+
+def _by_resource(usage: Mapping[FlavorResource, int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for (_, resource), value in usage.items():
+        out[resource] = out.get(resource, 0) + value
+    return out

@@ -1,0 +1,353 @@
+"""A simulated cluster on a virtual clock, and the discrete-event loop that replays jobs through the controller.
+
+Nothing sleeps: events (submissions, completions, checkpoint answers, pods gone, controller timers) sit in a heap
+ordered by virtual time, and the controller runs a cycle whenever something changed at the current instant.
+Jobs run for their duration; a preempted job keeps the progress of its last checkpoint (the one it made when
+asked, or its last periodic one) and runs the rest when readmitted. Checkpoint hooks answer after a configurable
+delay, or never. Capacity is the quota tree's: the simulated nodes of each flavor add up to the flavor's quota.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from admission.workload import Workload
+from queues.controller import Controller
+from queues.journal import Journal, Journals
+from quota.config import QuotaConfig
+
+DEFAULT_HOOK_DELAY_MS = 10_000
+
+
+@dataclass
+class SimJob:
+    workload: Workload
+    submit_ms: int
+    duration_ms: int
+    checkpoint_interval_ms: int | None = None
+    hook_delay_ms: int | None = DEFAULT_HOOK_DELAY_MS
+    """How long the job takes to answer a checkpoint request; None: it never answers."""
+    checkpoint_url: str | None = None
+    """Present: the request goes through the URL hook (an unreachable URL is a hook that never answers)."""
+    grace_ms: int = 0
+    """Pod termination grace after suspend."""
+    progress_ms: int = 0
+    started_at: int | None = None
+    generation: int = 0
+    checkpoints: int = 0
+    resumed_from: list[str | None] = field(default_factory=list)
+    finished_at: int | None = None
+
+
+class Kind(IntEnum):
+    # At one instant: work ends and answers arrive before new work is submitted, then timers fire.
+    FINISH = 0
+    SUSPENDED = 1
+    ACK = 2
+    SUBMIT = 3
+    TICK = 4
+
+
+class SimulatedCluster:
+    """The Cluster the controller drives in a simulation."""
+
+    def __init__(self, simulation: Simulation) -> None:
+        self.sim = simulation
+
+    def admit(
+        self,
+        workload: Workload,
+        flavors: Mapping[str, Mapping[str, str]],
+        counts: Mapping[str, int],
+        resume_from: str | None,
+    ) -> None:
+        job = self.sim.jobs[workload.name]
+        job.generation += 1
+        job.started_at = self.sim.now
+        job.resumed_from.append(resume_from)
+        remaining = max(0, job.duration_ms - job.progress_ms)
+        self.sim.push(self.sim.now + remaining, Kind.FINISH, workload.name, job.generation)
+
+    def request_checkpoint(self, workload: Workload, deadline: int, reason: str, preemptor: str | None) -> str:
+        job = self.sim.jobs[workload.name]
+        if job.hook_delay_ms is not None and job.started_at is not None:
+            self.sim.push(self.sim.now + job.hook_delay_ms, Kind.ACK, workload.name, job.generation)
+        return "url" if job.checkpoint_url else "annotation"
+
+    def suspend(self, workload: Workload) -> None:
+        job = self.sim.jobs[workload.name]
+        if job.started_at is not None:
+            job.progress_ms = self.saved_progress(job, self.sim.now)
+        job.started_at = None
+        job.generation += 1  # the pending FINISH of this run no longer counts
+        self.sim.push(self.sim.now + job.grace_ms, Kind.SUSPENDED, workload.name, job.generation)
+
+    def last_checkpoint_at(self, workload: Workload) -> int | None:
+        job = self.sim.jobs.get(workload.name)
+        if job is None or job.started_at is None or not job.checkpoint_interval_ms:
+            return None
+        ran = self.sim.now - job.started_at
+        return job.started_at + ran // job.checkpoint_interval_ms * job.checkpoint_interval_ms
+
+    def saved_progress(self, job: SimJob, now: int) -> int:
+        """Work that survives a stop now: up to the last checkpoint (an acked request counts as one)."""
+        assert job.started_at is not None
+        last = self.last_checkpoint_at(job.workload)
+        acked = self.sim.acked_at.get(job.workload.name)
+        if acked is not None and acked >= job.started_at:
+            last = max(last or acked, acked)
+        if last is None:
+            return job.progress_ms
+        return min(job.duration_ms, job.progress_ms + (last - job.started_at))
+
+
+class _Timers:
+    def __init__(self, simulation: Simulation) -> None:
+        self.sim = simulation
+
+    def call_at(self, at: int) -> None:
+        self.sim.push(max(at, self.sim.now), Kind.TICK, "", 0)
+
+
+class Simulation:
+    def __init__(
+        self,
+        config: QuotaConfig,
+        jobs: Iterable[SimJob],
+        journal: Journal | None = None,
+        *,
+        backoff_base_ms: int = 10_000,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.now = 0
+        self.jobs = {job.workload.name: job for job in jobs}
+        self.acked_at: dict[str, int] = {}
+        self._heap: list[tuple[int, int, int, str, int]] = []
+        self._seq = itertools.count()
+        self.cluster = SimulatedCluster(self)
+        self.stats = SimulationStats(config)
+        journals = Journals(self.stats, journal) if journal is not None else self.stats
+        self.controller = Controller(
+            config,
+            self.cluster,
+            _Timers(self),
+            journals,
+            backoff_base_ms=backoff_base_ms,  # type: ignore[arg-type]
+        )
+        self.stats.bind(self)
+        self.on_progress = on_progress
+        self.finished = 0
+        for job in self.jobs.values():
+            self.push(job.submit_ms, Kind.SUBMIT, job.workload.name, 0)
+
+    def push(self, at: int, kind: Kind, name: str, generation: int) -> None:
+        heapq.heappush(self._heap, (at, kind, next(self._seq), name, generation))
+
+    def run(self, until_ms: int | None = None) -> SimulationStats:
+        self._settle(self.now)  # an operator may have changed something since the last instant
+        while self._heap:
+            at = self._heap[0][0]
+            if until_ms is not None and at > until_ms:
+                break
+            self.now = at
+            self.stats.advance(at)
+            while self._heap and self._heap[0][0] == at:
+                _, kind, _, name, generation = heapq.heappop(self._heap)
+                self._apply(kind, name, generation)
+            self._settle(at)
+        if until_ms is not None and until_ms > self.now:
+            self.now = until_ms
+        self.stats.advance(self.now)
+        return self.stats
+
+    def _settle(self, at: int) -> None:
+        self.controller.tick(at)
+        # Keep cycling while cycles make progress: one head per team per cycle, as in Kueue.
+        for _ in range(10_000):
+            if self.controller.schedule(at) is None:
+                break
+
+    def _apply(self, kind: Kind, name: str, generation: int) -> None:
+        job = self.jobs.get(name)
+        controller = self.controller
+        if kind is Kind.SUBMIT and job is not None:
+            controller.submit(job.workload, self.now)
+        elif kind is Kind.FINISH and job is not None and generation == job.generation and job.started_at is not None:
+            job.finished_at = self.now
+            job.started_at = None
+            controller.job_finished(name, self.now, succeeded=True)
+            self.finished += 1
+            if self.on_progress is not None:
+                self.on_progress(self.finished, len(self.jobs))
+        elif kind is Kind.ACK and job is not None and generation == job.generation and job.started_at is not None:
+            job.checkpoints += 1
+            self.acked_at[name] = self.now
+            controller.checkpoint_acked(name, f"{name}@{job.checkpoints}", self.now)
+        elif kind is Kind.SUSPENDED and job is not None and generation == job.generation:
+            controller.suspended(name, self.now)
+        # TICK needs nothing here: the loop ticks the controller after every instant.
+
+
+@dataclass
+class TeamStats:
+    jobs: int = 0
+    finished: int = 0
+    gpu_ms: int = 0
+    """milli-GPU × ms actually used."""
+    borrowed_gpu_ms: int = 0
+    waits_ms: list[int] = field(default_factory=list)
+    preemptions: int = 0
+    lost_gpu_milliseconds: int = 0
+
+
+class SimulationStats:
+    """A Journal that keeps the figures `kuota simulate` reports, sampled over virtual time."""
+
+    def __init__(self, config: QuotaConfig, samples: int = 1500) -> None:
+        self.config = config
+        self.teams = {t.name: TeamStats() for t in config.teams}
+        self.gpu_nominal = {
+            t.name: sum(
+                q.nominal for g in t.groups() for f in g.flavors for r, q in f.resources.items() if r.endswith("gpu")
+            )
+            for t in config.teams
+        }
+        self.in_use: dict[str, int] = dict.fromkeys(self.teams, 0)
+        self.submitted_at: dict[str, int] = {}
+        self.admitted_once: set[str] = set()
+        self.running_gpus: dict[str, int] = {}
+        self.last_at = 0
+        self.first_submit: int | None = None
+        self.last_event = 0
+        self.samples: list[tuple[int, dict[str, int]]] = []
+        self.queue_depth: list[tuple[int, dict[str, int]]] = []
+        self.sample_every = 1
+        self._next_sample = 0
+        self._target_samples = samples
+        self.sim: Simulation | None = None
+
+    def bind(self, sim: Simulation) -> None:
+        self.sim = sim
+        times = [job.submit_ms + job.duration_ms for job in sim.jobs.values()]
+        span = max(times, default=0) - min((j.submit_ms for j in sim.jobs.values()), default=0)
+        self.sample_every = max(1, span // self._target_samples)
+
+    # -- time ---------------------------------------------------------------------------------------------------
+
+    def advance(self, now: int) -> None:
+        elapsed = now - self.last_at
+        if elapsed > 0:
+            for team, used in self.in_use.items():
+                if used:
+                    stats = self.teams[team]
+                    stats.gpu_ms += used * elapsed
+                    above = used - self.gpu_nominal[team]
+                    if above > 0:
+                        stats.borrowed_gpu_ms += above * elapsed
+            self.last_at = now
+        while now >= self._next_sample:
+            self._sample(self._next_sample)
+            self._next_sample += self.sample_every
+
+    def _sample(self, at: int) -> None:
+        self.samples.append((at, {t: v // 1000 for t, v in self.in_use.items()}))
+        if self.sim is not None:
+            manager = self.sim.controller.manager
+            self.queue_depth.append((at, {t: len(q) for t, q in manager.queues.items()}))
+
+    # -- journal ------------------------------------------------------------------------------------------------
+
+    def workload_seen(self, workload: Workload, at: int) -> None:
+        self.teams[workload.team].jobs += 1
+        self.submitted_at[workload.name] = at
+        if self.first_submit is None or at < self.first_submit:
+            self.first_submit = at
+
+    def admitted(
+        self, workload: Workload, attempt: int, usage: Mapping[tuple[str, str], int], borrowed: object, at: int
+    ) -> None:
+        gpus = sum(v for (_, r), v in usage.items() if r.endswith("gpu"))
+        self.running_gpus[workload.name] = gpus
+        self.in_use[workload.team] += gpus
+        if workload.name not in self.admitted_once:
+            self.admitted_once.add(workload.name)
+            self.teams[workload.team].waits_ms.append(at - self.submitted_at.get(workload.name, at))
+
+    def _stop(self, workload: Workload) -> None:
+        self.in_use[workload.team] -= self.running_gpus.pop(workload.name, 0)
+
+    def finished(self, workload: Workload, attempt: int, succeeded: bool, at: int) -> None:
+        self._stop(workload)
+        self.teams[workload.team].finished += 1
+        self.last_event = max(self.last_event, at)
+
+    def requeued(self, workload: Workload, attempt: int, eligible_at: int, at: int) -> None:
+        self._stop(workload)
+
+    def preemption_issued(self, victim: Workload, attempt: int, preemptor: str | None, reason: object, at: int) -> None:
+        self.teams[victim.team].preemptions += 1
+
+    def suspended(self, victim: Workload, attempt: int, lost_gpu_milliseconds: int, at: int) -> None:
+        self.teams[victim.team].lost_gpu_milliseconds += lost_gpu_milliseconds
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: None
+
+    # -- summary ------------------------------------------------------------------------------------------------
+
+    def summary(self) -> dict[str, object]:
+        start = self.first_submit or 0
+        makespan_ms = max(1, self.last_event - start)
+        capacity = _gpu_capacity(self.config)
+        used = sum(s.gpu_ms for s in self.teams.values())
+        utilization = used / (capacity * makespan_ms) if capacity else 0.0
+        credits = self.sim.controller.credits.credits(self.last_at) if self.sim is not None else {}
+        teams: dict[str, dict[str, object]] = {}
+        for name, s in self.teams.items():
+            waits = sorted(s.waits_ms)
+            credit = credits.get(name)
+            teams[name] = {
+                "jobs": s.jobs,
+                "finished": s.finished,
+                "gpu_hours": round(s.gpu_ms / 1000 / 3_600_000, 2),
+                "mean_wait_s": round(sum(waits) / len(waits) / 1000, 1) if waits else 0.0,
+                "p95_wait_s": round(waits[min(len(waits) - 1, int(len(waits) * 0.95))] / 1000, 1) if waits else 0.0,
+                "share_of_capacity": round(s.gpu_ms / (capacity * makespan_ms), 4) if capacity else 0.0,
+                "borrowed_gpu_hours": round(s.borrowed_gpu_ms / 1000 / 3_600_000, 2),
+                "preemptions": s.preemptions,
+                "lost_gpu_seconds": round(s.lost_gpu_milliseconds / 1000, 1),
+                "credit": float(round(credit.credit, 4)) if credit is not None else 0.0,
+            }
+        return {
+            "jobs": sum(s.jobs for s in self.teams.values()),
+            "finished": sum(s.finished for s in self.teams.values()),
+            "utilization": round(utilization, 4),
+            "jain_fairness": round(self.jain(), 4),
+            "makespan_hours": round(makespan_ms / 3_600_000, 2),
+            "teams": teams,
+        }
+
+    def jain(self) -> float:
+        """Jain's index over teams that asked for GPUs, of GPU-hours received per GPU of nominal quota."""
+        values = [s.gpu_ms / self.gpu_nominal[t] for t, s in self.teams.items() if s.jobs and self.gpu_nominal[t] > 0]
+        if not values or not any(values):
+            return 1.0
+        return sum(values) ** 2 / (len(values) * sum(v * v for v in values))
+
+
+def _gpu_capacity(config: QuotaConfig) -> int:
+    """Whole-cluster GPUs in milli-units: every nominal GPU quota of teams and cohorts."""
+    total = 0
+    for holder in (*config.teams, *config.cohorts):
+        for group in holder.groups():
+            for entry in group.flavors:
+                for resource, quota in entry.resources.items():
+                    if resource.endswith("gpu"):
+                        total += quota.nominal
+    return total

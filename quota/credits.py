@@ -1,0 +1,188 @@
+"""Fair-share credits: Slurm's classic fair-share factor over decayed, weighted usage.
+
+Each team's usage is resource-seconds weighted by `fairSharing.resourceWeights` (GPUs dominate by default),
+decayed with `usageHalfLife`: an interval [a, b] using q per second contributes
+q · h/ln2 · (2^(−(now−b)/h) − 2^(−(now−a)/h)) at time `now`. From there, per team:
+
+* U — its decayed usage as a fraction of the whole cluster's;
+* S — its normalised share: its fraction of its siblings' weights times its parent's share;
+* F = 2^(−U/S), the fair-share factor, in (0, 1]; credit = S − U (positive: burst to come).
+
+The arithmetic is Decimal at a fixed precision, so the same ledger always yields the same factors, on any
+machine and across restarts; ordering compares them as exact fractions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Context, Decimal, localcontext
+from fractions import Fraction
+
+from quota.config import QuotaConfig
+
+PRECISION = 34
+_LN2 = Context(prec=PRECISION).ln(Decimal(2))
+
+
+@dataclass(frozen=True, slots=True)
+class UsageInterval:
+    team: str
+    resource: str
+    quantity_milli: int
+    start_ms: int
+    end_ms: int | None = None
+    """None while the workload still runs."""
+
+
+@dataclass(frozen=True, slots=True)
+class TeamCredit:
+    team: str
+    usage: Decimal
+    """Decayed weighted resource-seconds."""
+    usage_share: Decimal
+    """U: fraction of the cluster's decayed usage."""
+    share: Decimal
+    """S: normalised share from the weights of the tree."""
+    factor: Decimal
+    """F = 2^(−U/S)."""
+
+    @property
+    def credit(self) -> Decimal:
+        return self.share - self.usage_share
+
+    @property
+    def factor_fraction(self) -> Fraction:
+        return Fraction(self.factor)
+
+
+def resource_weight(config: QuotaConfig, resource: str) -> Decimal:
+    weights = config.fair_sharing.resource_weights
+    if weights:
+        return weights.get(resource, Decimal(0))
+    # Without explicit weights GPUs are what fair share is about; everything else rides along for free.
+    return Decimal(1) if resource.endswith("gpu") or "/gpu" in resource else Decimal(0)
+
+
+def normalised_shares(config: QuotaConfig) -> dict[str, Decimal]:
+    """S per team: weights divided down the tree, top-level siblings sharing the whole cluster."""
+    with localcontext(Context(prec=PRECISION)):
+        children: dict[str | None, list[tuple[str, Decimal, bool]]] = {}
+        for cohort in config.cohorts:
+            children.setdefault(cohort.parent, []).append((cohort.name, cohort.fair_sharing.weight, False))
+        for team in config.teams:
+            children.setdefault(team.parent, []).append((team.name, team.fair_sharing.weight, True))
+        shares: dict[str, Decimal] = {}
+
+        def descend(parent: str | None, share: Decimal) -> None:
+            siblings = children.get(parent, [])
+            total = sum((w for _, w, _ in siblings), Decimal(0))
+            for name, weight, is_team in siblings:
+                child_share = share * weight / total if total > 0 else Decimal(0)
+                if is_team:
+                    shares[name] = child_share
+                else:
+                    descend(name, child_share)
+
+        descend(None, Decimal(1))
+        return shares
+
+
+class CreditBook:
+    """Decayed usage per team, from closed and open usage intervals (the ledger's, or the simulator's)."""
+
+    def __init__(self, config: QuotaConfig) -> None:
+        self.config = config
+        self.half_life_ms = max(1, config.fair_sharing.usage_half_life)
+        # Closed intervals fold into one value per team, decayed to `_closed_at`.
+        self._closed: dict[str, Decimal] = {}
+        self._closed_at = 0
+        self._open: dict[str, tuple[str, Decimal, int]] = {}
+        self._shares = normalised_shares(config)
+
+    def reconfigure(self, config: QuotaConfig) -> None:
+        self.config = config
+        self.half_life_ms = max(1, config.fair_sharing.usage_half_life)
+        self._shares = normalised_shares(config)
+
+    def rate(self, usage: Mapping[str, int]) -> Decimal:
+        """Weighted units per second for a workload holding `usage` (resource → milli-units)."""
+        return sum((resource_weight(self.config, r) * Decimal(q) / 1000 for r, q in usage.items()), Decimal(0))
+
+    def open(self, key: str, team: str, usage: Mapping[str, int], at_ms: int) -> None:
+        self._open[key] = (team, self.rate(usage), at_ms)
+
+    def close(self, key: str, at_ms: int) -> None:
+        opened = self._open.pop(key, None)
+        if opened is None:
+            return
+        team, rate, start = opened
+        self._fold(at_ms)
+        value = self._integral(rate, start, at_ms, self._closed_at)
+        self._closed[team] = self._closed.get(team, Decimal(0)) + value
+
+    def load(self, intervals: Iterable[UsageInterval]) -> None:
+        """Rebuild from the ledger: closed intervals fold in, open ones keep accruing."""
+        for interval in intervals:
+            usage = {interval.resource: interval.quantity_milli}
+            key = f"{interval.team}\x00{interval.resource}\x00{interval.start_ms}\x00{id(interval)}"
+            if interval.end_ms is None:
+                self._open[key] = (interval.team, self.rate(usage), interval.start_ms)
+            else:
+                end = interval.end_ms
+                self._fold(max(self._closed_at, end))
+                value = self._integral(self.rate(usage), interval.start_ms, end, self._closed_at)
+                self._closed[interval.team] = self._closed.get(interval.team, Decimal(0)) + value
+
+    def usage(self, now_ms: int) -> dict[str, Decimal]:
+        with localcontext(Context(prec=PRECISION)):
+            decay = self._decay(now_ms - self._closed_at)
+            totals = {team: value * decay for team, value in self._closed.items()}
+            for team, rate, start in self._open.values():
+                totals[team] = totals.get(team, Decimal(0)) + self._integral(rate, start, now_ms, now_ms)
+            return totals
+
+    def credits(self, now_ms: int) -> dict[str, TeamCredit]:
+        usage = self.usage(now_ms)
+        with localcontext(Context(prec=PRECISION)):
+            total = sum(usage.values(), Decimal(0))
+            out = {}
+            for team in self.config.teams:
+                used = usage.get(team.name, Decimal(0))
+                fraction = used / total if total > 0 else Decimal(0)
+                share = self._shares.get(team.name, Decimal(0))
+                if fraction == 0:
+                    factor = Decimal(1)
+                elif share == 0:
+                    factor = Decimal(0)
+                else:
+                    factor = (-(fraction / share) * _LN2).exp()
+                out[team.name] = TeamCredit(team.name, used, fraction, share, factor)
+            return out
+
+    def factors(self, now_ms: int) -> dict[str, Fraction]:
+        return {name: credit.factor_fraction for name, credit in self.credits(now_ms).items()}
+
+    # -- arithmetic ---------------------------------------------------------------------------------------------
+
+    def _decay(self, elapsed_ms: int) -> Decimal:
+        """2^(−elapsed/h)."""
+        with localcontext(Context(prec=PRECISION)):
+            return (-(Decimal(elapsed_ms) / Decimal(self.half_life_ms)) * _LN2).exp()
+
+    def _integral(self, rate: Decimal, start_ms: int, end_ms: int, now_ms: int) -> Decimal:
+        """Decayed units·seconds at `now_ms` of using `rate` per second from `start_ms` to `end_ms`."""
+        if rate == 0 or end_ms <= start_ms:
+            return Decimal(0)
+        with localcontext(Context(prec=PRECISION)):
+            scale = Decimal(self.half_life_ms) / 1000 / _LN2
+            return rate * scale * (self._decay(now_ms - end_ms) - self._decay(now_ms - start_ms))
+
+    def _fold(self, at_ms: int) -> None:
+        """Decay the closed total forward to `at_ms` so new closed intervals add at the same reference time."""
+        if at_ms <= self._closed_at:
+            return
+        factor = self._decay(at_ms - self._closed_at)
+        with localcontext(Context(prec=PRECISION)):
+            self._closed = {team: value * factor for team, value in self._closed.items()}
+        self._closed_at = at_ms
