@@ -415,12 +415,23 @@ async def test_list_then_watch_sees_added_modified_deleted_in_order(
     assert set(events[0]["raw_object"]) >= {"kind", "apiVersion", "metadata", "spec", "status"}
 
 
+async def read_watch(server: FakeKubeServer, path: str, count: int, quiet_s: float = 0.0) -> list[Any]:
+    """The first `count` events of a raw watch; with quiet_s, also check that nothing else comes that soon."""
+    async with aiohttp.ClientSession() as session, session.get(server.url + path) as resp:
+        assert resp.status == 200 and resp.headers["Content-Type"].startswith("application/json")
+        events = [json.loads(await asyncio.wait_for(resp.content.readline(), 2)) for _ in range(count)]
+        if quiet_s:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(resp.content.readline(), quiet_s)
+    return events
+
+
 async def test_raw_watch_lines_match_the_watch_event_fixture(server: FakeKubeServer) -> None:
     await server.create(job_manifest("raw"))
-    url = f"{server.url}/apis/batch/v1/namespaces/default/jobs?watch=1&resourceVersion=0&timeoutSeconds=1"
-    async with aiohttp.ClientSession() as session, session.get(url) as resp:
-        assert resp.status == 200 and resp.headers["Content-Type"].startswith("application/json")
-        lines = [json.loads(line) for line in (await resp.read()).splitlines()]
+    # No bookmarks unless asked for: nothing more within three bookmark intervals.
+    lines = await read_watch(
+        server, "/apis/batch/v1/namespaces/default/jobs?watch=1&resourceVersion=0", 1, 0.35
+    )
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in lines] == [("ADDED", "raw")]
     assert set(lines[0]) == set(fixture("core.v1.WatchEvent"))
     assert (lines[0]["object"]["kind"], lines[0]["object"]["apiVersion"]) == ("Job", "batch/v1")
@@ -475,21 +486,15 @@ async def test_bookmarks_arrive_when_asked_for(server: FakeKubeServer, batch: cl
     assert forced[0]["type"] == "BOOKMARK"
     assert w.resource_version == server.resource_version
 
-    # No bookmarks unless asked for.
-    async with watch.Watch() as quiet:
-        events = [e async for e in quiet.stream(batch.list_namespaced_job, "default", timeout_seconds=1)]
-    assert [e["type"] for e in events] == ["ADDED"]
-
 
 async def test_send_initial_events_ends_with_the_annotated_bookmark(server: FakeKubeServer) -> None:
     await server.create(job_manifest("i"))
-    url = (
-        f"{server.url}/apis/batch/v1/namespaces/default/jobs?watch=1&sendInitialEvents=true"
-        "&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1"
+    path = (
+        "/apis/batch/v1/namespaces/default/jobs?watch=1&sendInitialEvents=true"
+        "&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
     )
-    async with aiohttp.ClientSession() as session, session.get(url) as resp:
-        lines = [json.loads(line) for line in (await resp.read()).splitlines()]
-    assert [e["type"] for e in lines[:2]] == ["ADDED", "BOOKMARK"]
+    lines = await read_watch(server, path, 2)
+    assert [e["type"] for e in lines] == ["ADDED", "BOOKMARK"]
     assert lines[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
 
 

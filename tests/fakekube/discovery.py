@@ -6,7 +6,6 @@ server validates fields itself, so it skips client-side schema validation) and m
 from __future__ import annotations
 
 import hashlib
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -153,10 +152,6 @@ def _openapi_v3(types: list[ResourceType]) -> Obj:
         "paths": paths,
         "components": {"schemas": {}},
     }
-
-
-def discovery_etag(doc: Obj) -> str:
-    return _hash(json.dumps(doc, sort_keys=True))
 
 
 # Table rendering for kubectl get

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
@@ -264,7 +265,7 @@ class FakeKubelet:
         status.pop("startTime", None)
         _set_condition(status, _condition("Suspended", "True", "JobSuspended", "Job suspended"))
 
-    async def _write_status(self, namespace: str, name: str, change: Any) -> Obj:
+    async def _write_status(self, namespace: str, name: str, change: Callable[[Obj], None]) -> Obj:
         """Read-modify-write of jobs/status with resourceVersion preconditions, retried on conflict."""
         for _ in range(10):
             job = self.server.registry.get(JOBS, namespace, name)

@@ -222,7 +222,3 @@ class ObjectStore:
 
     def unsubscribe(self, sub: Subscription) -> None:
         self._subscriptions.discard(sub)
-
-    @property
-    def subscriptions(self) -> frozenset[Subscription]:
-        return frozenset(self._subscriptions)

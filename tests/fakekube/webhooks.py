@@ -123,6 +123,8 @@ class WebhookDispatcher:
     async def mutate(self, attrs: AdmissionAttributes, warnings: list[str]) -> Obj | None:
         """Run matching mutating webhooks in configuration-name order; returns the possibly patched object."""
         obj = attrs.obj
+        if _exempt(attrs):
+            return obj
         for hook in self._hooks(MUTATING_WEBHOOKS):
             if not self._matches(hook.spec, attrs):
                 continue
@@ -137,6 +139,8 @@ class WebhookDispatcher:
         return obj
 
     async def validate(self, attrs: AdmissionAttributes, warnings: list[str]) -> None:
+        if _exempt(attrs):
+            return
         hooks = [h for h in self._hooks(VALIDATING_WEBHOOKS) if self._matches(h.spec, attrs)]
         outcomes = await asyncio.gather(
             *(self._call_with_policy(h, attrs) for h in hooks), return_exceptions=True
@@ -267,6 +271,11 @@ class WebhookDispatcher:
                 "has prevented the request from succeeding"
             )
         return _check_response(body, uid)
+
+
+def _exempt(attrs: AdmissionAttributes) -> bool:
+    """Webhook configurations never go through webhooks, so a broken webhook cannot lock out its own fix."""
+    return attrs.rt in (MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS)
 
 
 def _with_timeout(url: str, timeout_s: int) -> str:
