@@ -1,0 +1,248 @@
+"""The webhook server over real TLS sockets on 127.0.0.1: endpoints, TLS policy, reloads, graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import ssl
+import warnings
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import trustme
+from aiohttp import web
+
+from quota.loader import load_config_file
+from webhooks.app import MUTATE_PATH, VALIDATE_PATH, make_app
+from webhooks.server import WebhookServer
+from webhooks.state import WebhookState
+from webhooks.tls import ReloadingTLS
+
+from .denials import queued
+from .helpers import QUOTA_FILE, apply_patch, decode_patch, encode, gpu_job, manifest, review
+
+POLL = 0.05
+
+
+@dataclass
+class Running:
+    server: WebhookServer
+    ca: trustme.CA
+    cert: Path
+    key: Path
+    config: Path
+    session: aiohttp.ClientSession
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.server.port}"
+
+    async def post(self, path: str, body: bytes) -> tuple[int, Any]:
+        async with self.session.post(self.url + path, data=body, headers={"Content-Type": "application/json"}) as resp:
+            text = await resp.read()
+            return resp.status, json.loads(text) if resp.content_type == "application/json" else text
+
+    def client_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+        self.ca.configure_trust(context)
+        return context
+
+    async def peer_certificate(self, server_hostname: str | None = None) -> bytes:
+        """The DER certificate a fresh connection is served, with SNI when a hostname is given."""
+        context = self.client_context()
+        if server_hostname is None:
+            context.check_hostname = False  # by IP: Python sends no SNI, the server must still pick the newest cert
+        _, writer = await asyncio.open_connection(
+            "127.0.0.1", self.server.port, ssl=context, server_hostname=server_hostname
+        )
+        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        writer.close()
+        await writer.wait_closed()
+        assert der is not None
+        return bytes(der)
+
+
+def write_cert(ca: trustme.CA, cert: Path, key: Path) -> trustme.LeafCert:
+    leaf = ca.issue_cert("127.0.0.1", "localhost", "kuota-webhook.kuota-system.svc")
+    # Like a Secret volume update: new files swapped in whole, never half-written.
+    for pem, path in ((leaf.cert_chain_pems[0], cert), (leaf.private_key_pem, key)):
+        tmp = path.with_suffix(".tmp")
+        pem.write_to_path(str(tmp))
+        tmp.replace(path)
+    return leaf
+
+
+@pytest.fixture
+async def running(tmp_path: Path) -> AsyncIterator[Running]:
+    ca = trustme.CA()
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    write_cert(ca, cert, key)
+    config = tmp_path / "quota.yaml"
+    shutil.copy(QUOTA_FILE, config)
+    state = WebhookState.from_file(config)
+    server = WebhookServer(state, ReloadingTLS(cert, key), host="127.0.0.1", port=0, poll_interval=POLL)
+    await server.start()
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    ca.configure_trust(context)
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context, limit=4))
+    try:
+        yield Running(server, ca, cert, key, config, session)
+    finally:
+        await session.close()
+        await server.stop()
+
+
+async def until(condition: Any, seconds: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not await condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(POLL)
+
+
+async def test_mutate_then_validate_over_https(running: Running) -> None:
+    job = manifest("eidf-gpu-service/training__L3_running_a_pytorch_task__block2.yaml", "eidf018ns")
+    job["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "eidf018ns-user-queue"}
+    status, document = await running.post(MUTATE_PATH, encode(review(job, uid="req-1")))
+    assert status == 200 and document["response"]["uid"] == "req-1" and document["response"]["allowed"]
+    patched = apply_patch(job, decode_patch(document["response"]))
+    assert patched["spec"]["suspend"] is True and patched["metadata"]["labels"]["kuota.dev/queue"]
+    status, document = await running.post(VALIDATE_PATH, encode(review(patched, uid="req-2")))
+    assert (status, document["response"]) == (200, {"uid": "req-2", "allowed": True})
+    status, document = await running.post(VALIDATE_PATH, encode(review(gpu_job(gpus=64), uid="req-3")))
+    assert document["response"]["allowed"] is False and document["response"]["uid"] == "req-3"
+
+
+async def test_health_and_readiness(running: Running) -> None:
+    for path in ("/healthz", "/readyz"):
+        async with running.session.get(running.url + path) as resp:
+            assert resp.status == 200
+    running.server.state.ready = False
+    async with running.session.get(running.url + "/readyz") as resp:
+        assert resp.status == 503
+    async with running.session.get(running.url + "/healthz") as resp:
+        assert resp.status == 200
+
+
+async def test_tls_below_1_2_is_refused(running: Running) -> None:
+    context = running.client_context()
+    context.check_hostname = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        context.minimum_version = ssl.TLSVersion.TLSv1
+        context.maximum_version = ssl.TLSVersion.TLSv1_1
+    context.set_ciphers("DEFAULT:@SECLEVEL=0")  # let the client offer TLS 1.1; the server must say no
+    # asyncio's server aborts the handshake: the client sees the alert or just the reset.
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        await asyncio.open_connection("127.0.0.1", running.server.port, ssl=context, server_hostname=None)
+    modern = running.client_context()
+    _, writer = await asyncio.open_connection(
+        "127.0.0.1", running.server.port, ssl=modern, server_hostname="kuota-webhook.kuota-system.svc"
+    )
+    assert writer.get_extra_info("ssl_object").version() in ("TLSv1.2", "TLSv1.3")
+    writer.close()
+    await writer.wait_closed()
+
+
+async def test_certificate_rotation_is_picked_up_without_restart(running: Running) -> None:
+    first = await running.peer_certificate("localhost")
+    assert await running.peer_certificate() == first
+    leaf = write_cert(running.ca, running.cert, running.key)
+    new = ssl.PEM_cert_to_DER_cert(leaf.cert_chain_pems[0].bytes().decode())
+    assert new != first
+
+    async def rotated() -> bool:
+        return await running.peer_certificate("localhost") == new
+
+    await until(rotated)
+    assert await running.peer_certificate() == new  # clients that send no SNI get it too
+    status, _ = await running.post(VALIDATE_PATH, encode(review(queued(running.server.state, gpu_job()))))
+    assert status == 200
+
+
+async def test_a_broken_certificate_keeps_the_old_one(running: Running) -> None:
+    first = await running.peer_certificate("localhost")
+    running.key.write_text("not a key")
+    await asyncio.sleep(POLL * 6)
+    assert await running.peer_certificate("localhost") == first
+
+
+async def test_quota_file_reload_and_bad_file_kept_out(running: Running) -> None:
+    job = queued(running.server.state, gpu_job("newteam", "q"))
+    _, document = await running.post(VALIDATE_PATH, encode(review(job)))
+    assert document["response"]["allowed"] is False
+    text = running.config.read_text()
+    text = text.replace("eidf018ns/urgent]", "eidf018ns/urgent, newteam/q]")
+    running.config.write_text(text)
+
+    async def reloaded() -> bool:
+        _, document = await running.post(VALIDATE_PATH, encode(review(job)))
+        return bool(document["response"]["allowed"])
+
+    await until(reloaded)
+    running.config.write_text("teams: [{name: Not A Label}]\n")
+    await asyncio.sleep(POLL * 6)
+    _, document = await running.post(VALIDATE_PATH, encode(review(job)))
+    assert document["response"]["allowed"] is True  # the last good file is still in force
+    assert load_config_file(QUOTA_FILE)  # (the shared test file itself is untouched)
+
+
+async def test_bodies_that_are_not_reviews_get_400_not_500(running: Running) -> None:
+    whole = encode(review(queued(running.server.state, gpu_job())))
+    for cut in range(0, len(whole), max(1, len(whole) // 40)):
+        status, document = await running.post(VALIDATE_PATH, whole[:cut])
+        assert status == 400, (cut, document)
+        assert document["kind"] == "Status" and document["code"] == 400 and document["message"]
+    status, _ = await running.post(MUTATE_PATH, b"\xff\xfe garbage")
+    assert status == 400
+    async with running.session.get(running.url + VALIDATE_PATH) as resp:
+        assert resp.status == 405
+
+
+async def test_oversized_body_is_refused_with_413(running: Running) -> None:
+    status, _ = await running.post(VALIDATE_PATH, b" " * (9 * 1024 * 1024))
+    assert status == 413
+
+
+async def test_many_concurrent_reviews_on_keep_alive_connections(running: Running) -> None:
+    body = encode(review(manifest("kueue/jobs__sample-job.yaml")))
+    results = await asyncio.gather(*(running.post(MUTATE_PATH, body) for _ in range(200)))
+    assert {status for status, _ in results} == {200}
+    assert all(document["response"]["allowed"] for _, document in results)
+
+
+async def test_stop_finishes_requests_in_flight(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    write_cert(ca, cert, key)
+    state = WebhookState(load_config_file(QUOTA_FILE))
+    app = make_app(state)
+    entered = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        entered.set()
+        await asyncio.sleep(0.5)
+        return web.Response(text="finished")
+
+    app.router.add_get("/slow", slow)
+    server = WebhookServer(state, ReloadingTLS(cert, key), host="127.0.0.1", port=0, app=app)
+    await server.start()
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    ca.configure_trust(context)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session:
+
+        async def fetch() -> tuple[int, str]:
+            async with session.get(f"https://127.0.0.1:{server.port}/slow") as resp:
+                return resp.status, await resp.text()
+
+        in_flight = asyncio.create_task(fetch())
+        await entered.wait()
+        await server.stop()
+        assert await in_flight == (200, "finished")
+        assert state.ready is False
+        with pytest.raises(aiohttp.ClientConnectionError):
+            await fetch()

@@ -1,0 +1,135 @@
+"""Whether a workload could ever be admitted by its team, with the whole cluster idle.
+
+The engine would leave such a workload pending forever (its flavor assignment is NoFit on every flavor, whatever
+the usage), so the validating webhook refuses it at the door instead, saying which resource is short and how much
+the team could ever hold. The rule mirrors admission/flavors.py: every requested resource must be covered by one of
+the team's resource groups, and within a group one flavor whose node labels agree with the pod's nodeSelector must
+hold every resource of the group the pod set asks for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from admission.labels import MIN_PARALLELISM
+from admission.workload import FlavorResource, PodSet, Workload
+from quota.config import QuotaConfig
+from quota.quantity import format_resource
+from quota.tree import QuotaTree, ResourceGroupSpec
+
+
+@dataclass(frozen=True, slots=True)
+class TeamCapacity:
+    name: str
+    groups: tuple[ResourceGroupSpec, ...]
+    group_of: Mapping[str, int]
+    maximum: Mapping[FlavorResource, int]
+    """The most the team could ever hold of each flavor/resource it has quota for."""
+
+
+class Capacity:
+    """Per team, the most it could ever hold: computed once per quota file, read per request."""
+
+    def __init__(self, config: QuotaConfig) -> None:
+        tree = QuotaTree.from_config(config)
+        self.flavor_labels = {f.name: dict(f.node_labels) for f in config.flavors}
+        self.teams: dict[str, TeamCapacity] = {}
+        for name, node in tree.teams.items():
+            maximum = {
+                (flavor, resource): tree.potential_available(node, (flavor, resource))
+                for group in node.groups
+                for flavor in group.flavors
+                for resource in group.resources
+            }
+            self.teams[name] = TeamCapacity(name, node.groups, dict(node.group_of), maximum)
+
+    def never_fits(self, workload: Workload) -> str | None:
+        """Why `workload` can never be admitted (what is short, and what to do), or None when it could be."""
+        team = self.teams.get(workload.team)
+        if team is None:
+            return None
+        for pod_set in workload.pod_sets:
+            reason = self._pod_set_never_fits(team, pod_set)
+            if reason is not None:
+                return reason
+        return None
+
+    def _pod_set_never_fits(self, team: TeamCapacity, pod_set: PodSet) -> str | None:
+        # The smallest count kuota could admit is what has to fit: partial admission may go down to minCount.
+        count = pod_set.min_count if pod_set.min_count is not None else pod_set.count
+        if count <= 0:
+            return None
+        totals = {r: q * count for r, q in pod_set.requests.items() if q > 0}
+        if "pods" in team.group_of:
+            totals["pods"] = count * 1000
+        by_group: dict[int, dict[str, int]] = {}
+        for resource in sorted(totals):
+            index = team.group_of.get(resource)
+            if index is None:
+                return (
+                    f"this Job requests {resource}, and team {team.name} has no quota for it (it can never hold any); "
+                    f"use a queue of a team with {resource} quota, or remove the {resource} request"
+                )
+            by_group.setdefault(index, {})[resource] = totals[resource]
+        for index, wanted in by_group.items():
+            reason = self._group_never_fits(team, team.groups[index], wanted, pod_set, count)
+            if reason is not None:
+                return reason
+        return None
+
+    def _group_never_fits(
+        self, team: TeamCapacity, group: ResourceGroupSpec, wanted: Mapping[str, int], pod_set: PodSet, count: int
+    ) -> str | None:
+        label_keys = {k for f in group.flavors for k in self.flavor_labels.get(f, {})}
+        selector = {k: v for k, v in pod_set.node_selector.items() if k in label_keys}
+        flavors = [
+            f for f in group.flavors if all(self.flavor_labels.get(f, {}).get(k) == v for k, v in selector.items())
+        ]
+        if not flavors:
+            wanted_text = ", ".join(sorted(wanted))
+            asked = ", ".join(f"{k}={v}" for k, v in sorted(selector.items()))
+            offered = "; ".join(
+                f"{f}: " + ", ".join(f"{k}={self.flavor_labels.get(f, {}).get(k, '(unset)')}" for k in sorted(selector))
+                for f in group.flavors
+            )
+            return (
+                f"the Job's nodeSelector {asked} matches none of team {team.name}'s flavors for {wanted_text} "
+                f"({offered}); change the nodeSelector to one of those, or remove it"
+            )
+        if any(all(team.maximum.get((f, r), 0) >= v for r, v in wanted.items()) for f in flavors):
+            return None
+        for resource, value in wanted.items():
+            best = max(team.maximum.get((f, resource), 0) for f in flavors)
+            if best < value:
+                return self._too_big(team, flavors, resource, value, pod_set, count, best)
+        # Each resource fits in some flavor, but no one flavor holds them all, and a group's resources share one.
+        need = ", ".join(f"{format_resource(r, v)} {r}" for r, v in sorted(wanted.items()))
+        per_flavor = "; ".join(
+            f"{f}: " + ", ".join(f"{format_resource(r, team.maximum.get((f, r), 0))} {r}" for r in sorted(wanted))
+            for f in flavors
+        )
+        return (
+            f"this Job needs {need} from one flavor, and no flavor of team {team.name} can ever hold all of it "
+            f"(at most {per_flavor}); lower spec.parallelism or the per-pod requests, "
+            f"or use a queue of a team with more quota"
+        )
+
+    @staticmethod
+    def _too_big(
+        team: TeamCapacity, flavors: list[str], resource: str, value: int, pod_set: PodSet, count: int, best: int
+    ) -> str:
+        per_pod = pod_set.requests.get(resource, 1000 if resource == "pods" else 0)
+        how = f"{count} pod{'s' if count != 1 else ''} × {format_resource(resource, per_pod)}"
+        if pod_set.min_count is not None:
+            how += f", already at its {MIN_PARALLELISM}"
+        per_flavor = ", ".join(f"{f}: {format_resource(resource, team.maximum.get((f, resource), 0))}" for f in flavors)
+        if pod_set.min_count is None:
+            remedy = f"lower spec.parallelism or the per-pod request, set {MIN_PARALLELISM} to start with fewer pods"
+        else:
+            remedy = f"lower {MIN_PARALLELISM} or the per-pod request"
+        return (
+            f"this Job needs {format_resource(resource, value)} {resource} in total ({how}), but team {team.name} "
+            f"can never hold more than {format_resource(resource, best)} of it ({per_flavor}); "
+            f"{remedy}, or use a queue of a team with more quota"
+        )

@@ -1,0 +1,78 @@
+"""The mutating webhook: every Job kuota manages is created suspended, with its queue and priority class stamped.
+
+Stamping kuota's own labels lets the controller, selectors and the validating webhook read one spelling, whatever
+the user wrote (Kueue's labels, a namespace's default queue, the pod template's priorityClassName). The patch is
+computed against the object as it is, so a second invocation (reinvocationPolicy: IfNeeded) finds nothing to change.
+
+Only what would make the patch itself wrong is denied here (a body that is not a Job, a queue label whose value
+cannot be a label); every other rule belongs to the validating webhook, which sees the final object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from admission.job import (
+    JobProblemKind,
+    job_labels,
+    requested_names,
+    resolve_priority_class,
+    resolve_queue,
+    structure_problems,
+)
+from admission.labels import KUEUE_QUEUE_LABEL, PRIORITY_LABEL, QUEUE_LABEL
+from webhooks.checks import not_a_job_kind, problems_denial, request_namespace
+from webhooks.review import ALLOW, AdmissionRequest, Decision, JSONPatch, pointer
+from webhooks.state import WebhookState
+
+
+def mutate_job(request: AdmissionRequest, state: WebhookState) -> Decision:
+    if request.operation != "CREATE" or request.sub_resource is not None:
+        return ALLOW
+    wrong_kind = not_a_job_kind(request)
+    if wrong_kind is not None:
+        return wrong_kind
+    job = request.object
+    problems = structure_problems(job)
+    if problems:
+        return problems_denial(problems)
+    namespace = request_namespace(request)
+    view = state.view
+    names = requested_names(job)
+    if names.queue is None and (namespace is None or not view.index.managed(namespace)):
+        return ALLOW
+    stamps: dict[str, str] = {}
+    warnings: list[str] = []
+    if namespace is not None:
+        resolution = resolve_queue(job, view.config, namespace)
+        if resolution.problem is not None and resolution.problem.kind is JobProblemKind.INVALID_QUEUE_NAME:
+            return problems_denial([resolution.problem])
+        if resolution.name is not None and job_labels(job).get(QUEUE_LABEL) != resolution.name:
+            stamps[QUEUE_LABEL] = resolution.name
+    labels = job_labels(job)
+    kueue_queue = labels.get(KUEUE_QUEUE_LABEL)
+    if names.queue_label == QUEUE_LABEL and kueue_queue is not None and kueue_queue != names.queue:
+        warnings.append(f"labels {QUEUE_LABEL} and {KUEUE_QUEUE_LABEL} disagree; kuota uses {QUEUE_LABEL}")
+    try:
+        priority_class = resolve_priority_class(job, view.config)
+    except ValueError:
+        priority_class = None  # an unknown class is the validating webhook's to deny, with its message
+    if priority_class is not None and labels.get(PRIORITY_LABEL) != priority_class.name:
+        stamps[PRIORITY_LABEL] = priority_class.name
+    patch = _label_patch(job, stamps)
+    spec = job["spec"]
+    if spec.get("suspend") is not True:
+        patch.append({"op": "replace" if "suspend" in spec else "add", "path": "/spec/suspend", "value": True})
+    return Decision(allowed=True, patch=patch, warnings=warnings)
+
+
+def _label_patch(job: Mapping[str, Any], stamps: Mapping[str, str]) -> JSONPatch:
+    if not stamps:
+        return []
+    metadata = job.get("metadata")
+    if metadata is None:
+        return [{"op": "add", "path": "/metadata", "value": {"labels": dict(stamps)}}]
+    if metadata.get("labels") is None:
+        return [{"op": "add", "path": "/metadata/labels", "value": dict(stamps)}]
+    return [{"op": "add", "path": pointer("metadata", "labels", key), "value": value} for key, value in stamps.items()]
