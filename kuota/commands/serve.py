@@ -1,0 +1,196 @@
+"""`kuota serve`: run kuota's long-lived components in one process until SIGTERM or SIGINT.
+
+Each component is an object with a `start()` and a `stop()` coroutine, made from the command's options by the
+factory registered under its name in COMPONENTS. Components start in the order given and stop in reverse; a
+component whose factory is None is not built yet. To add one, write its class next to WebhookComponent (or in its
+own package) and put its factory in COMPONENTS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, Protocol
+
+import orjson
+import structlog
+import typer
+
+from quota.loader import ConfigError
+from webhooks.server import DEFAULT_PORT, WebhookServer
+from webhooks.state import DEFAULT_SERVICE_ACCOUNT, WebhookState
+from webhooks.tls import ReloadingTLS
+
+
+class StartError(Exception):
+    """A component cannot start with the options given; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    config: Path | None
+    tls_cert: Path | None
+    tls_key: Path | None
+    webhook_host: str
+    webhook_port: int
+    service_account_username: str
+
+
+class Component(Protocol):
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class WebhookComponent:
+    """The admission webhooks for batch/v1 Jobs, over TLS."""
+
+    def __init__(self, options: ServeOptions) -> None:
+        """Reads the quota file and the TLS files now, so that a bad one stops `serve` before anything starts."""
+        flags = (("--config", options.config), ("--tls-cert", options.tls_cert), ("--tls-key", options.tls_key))
+        missing = [flag for flag, value in flags if value is None]
+        if missing or options.config is None or options.tls_cert is None or options.tls_key is None:
+            raise StartError(f"the webhook component needs {', '.join(missing)}")
+        try:
+            state = WebhookState.from_file(options.config, service_account=options.service_account_username)
+        except ConfigError as exc:
+            raise StartError(exc.render()) from None
+        try:
+            tls = ReloadingTLS(options.tls_cert, options.tls_key)
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            raise StartError(f"cannot load the TLS certificate and key: {exc}") from None
+        self.address = f"{options.webhook_host}:{options.webhook_port}"
+        self.server = WebhookServer(state, tls, host=options.webhook_host, port=options.webhook_port)
+
+    async def start(self) -> None:
+        try:
+            await self.server.start()
+        except OSError as exc:
+            raise StartError(f"cannot listen on {self.address}: {exc}") from None
+
+    async def stop(self) -> None:
+        await self.server.stop()
+
+
+ComponentFactory = Callable[[ServeOptions], Component]
+
+COMPONENTS: dict[str, ComponentFactory | None] = {
+    "webhook": WebhookComponent,
+    "controller": None,
+    "admin": None,
+}
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="serve")(serve)
+
+
+def serve(
+    components: Annotated[
+        str | None,
+        typer.Option("--components", help="Comma list of webhook, controller, admin (default: all three)."),
+    ] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="The team-quota file (reloaded on change).")] = None,
+    tls_cert: Annotated[Path | None, typer.Option("--tls-cert", help="PEM serving certificate (reloaded).")] = None,
+    tls_key: Annotated[Path | None, typer.Option("--tls-key", help="PEM private key (reloaded).")] = None,
+    webhook_port: Annotated[int, typer.Option("--webhook-port", min=0, max=65535)] = DEFAULT_PORT,
+    webhook_host: Annotated[str, typer.Option("--webhook-host")] = "0.0.0.0",
+    service_account_username: Annotated[
+        str,
+        typer.Option("--service-account-username", help="Username kuota's own requests arrive with."),
+    ] = DEFAULT_SERVICE_ACCOUNT,
+) -> None:
+    """Run kuota's components until SIGTERM or SIGINT, then finish what is in flight and exit."""
+    names = _select(components)
+    options = ServeOptions(config, tls_cert, tls_key, webhook_host, webhook_port, service_account_username)
+    try:
+        built = [_factory(name)(options) for name in names]
+    except StartError as exc:
+        _fail(str(exc))
+    _configure_logging()
+    try:
+        _run_loop(_run(built))
+    except StartError as exc:
+        _fail(str(exc))
+
+
+def _select(components: str | None) -> list[str]:
+    if components is None:
+        names = list(COMPONENTS)
+        missing = [name for name in names if COMPONENTS[name] is None]
+        if missing:
+            sys.stderr.write(
+                f"kuota serve: {', '.join(missing)} not available yet in this build; "
+                f"only {', '.join(n for n in names if n not in missing)} runs\n"
+            )
+        return [name for name in names if name not in missing]
+    names = [part.strip() for part in components.split(",") if part.strip()]
+    unknown = [name for name in names if name not in COMPONENTS]
+    if unknown or not names:
+        _fail(f"--components takes a comma list of {', '.join(COMPONENTS)} (got {components!r})")
+    missing = [name for name in names if COMPONENTS[name] is None]
+    if missing:
+        _fail(f"{', '.join(missing)}: not available yet in this build (available: {', '.join(_available())})")
+    return list(dict.fromkeys(names))
+
+
+def _available() -> list[str]:
+    return [name for name, factory in COMPONENTS.items() if factory is not None]
+
+
+def _factory(name: str) -> ComponentFactory:
+    factory = COMPONENTS[name]
+    assert factory is not None
+    return factory
+
+
+def _fail(message: str) -> NoReturn:
+    sys.stderr.write(f"error: {message}\n")
+    raise typer.Exit(2)
+
+
+async def _run(components: list[Component]) -> None:
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    started: list[Component] = []
+    try:
+        for component in components:
+            await component.start()
+            started.append(component)
+        await stopping.wait()
+    finally:
+        for component in reversed(started):
+            await component.stop()
+
+
+def _run_loop(main: Coroutine[Any, Any, None]) -> None:
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main)
+
+
+def _configure_logging(level: int = logging.INFO) -> None:
+    """JSON lines on stderr, one per event; stdout stays free for commands' output."""
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.dict_tracebacks,
+            structlog.processors.JSONRenderer(serializer=orjson.dumps),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.BytesLoggerFactory(sys.stderr.buffer),
+        cache_logger_on_first_use=True,
+    )
