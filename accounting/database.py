@@ -67,14 +67,14 @@ def dialect_insert(dialect_name: str) -> Any:
     return postgresql.insert if dialect_name == "postgresql" else sqlite.insert
 
 
-def _json_dumps(value: Any) -> str:
+def json_text(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
 def create_engine(url: str, **options: Any) -> AsyncEngine:
     """An async engine tuned for the ledger. ``options`` go to ``create_async_engine`` (e.g. ``poolclass``)."""
     parsed = _parse(url)
-    options.setdefault("json_serializer", _json_dumps)
+    options.setdefault("json_serializer", json_text)
     options.setdefault("json_deserializer", orjson.loads)
     if parsed.get_backend_name() == "sqlite":
         connect_args = options.setdefault("connect_args", {})

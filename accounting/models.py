@@ -1,8 +1,10 @@
 """The ledger's tables. One schema for PostgreSQL and SQLite; migrations/ creates it, tests check they agree.
 
-Every table that events write has a natural key with a unique constraint: the writer inserts with
-``ON CONFLICT DO NOTHING`` (or updates idempotently), so replaying events never counts anything twice.
-Quantities are integer milli-units; times are UTC.
+Every table that events write is keyed by the natural key of what it records (an admission is (workload,
+attempt); an event, its idempotency key): the writer inserts with ``ON CONFLICT DO NOTHING`` and updates
+idempotently, so replaying events never counts anything twice. Surrogate ids are kept only where nothing
+natural identifies a row (config versions, audit entries). Every index costs each of the ledger's writes, so
+there are only those the reads need. Quantities are integer milli-units; times are UTC.
 """
 
 from __future__ import annotations
@@ -114,15 +116,11 @@ class Workload(Base):
 
 class Admission(Base):
     __tablename__ = "admissions"
-    __table_args__ = (
-        UniqueConstraint("workload_id", "attempt"),
-        Index(None, "ended_at"),
-    )
+    __table_args__ = (Index(None, "ended_at"),)
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    workload_id: Mapped[str] = mapped_column(String)
-    attempt: Mapped[int] = mapped_column(Integer)
-    team: Mapped[str] = mapped_column(String, index=True)
+    workload_id: Mapped[str] = mapped_column(String, primary_key=True)
+    attempt: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    team: Mapped[str] = mapped_column(String)
     admitted_at: Mapped[datetime]
     pod_sets: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     # [{flavor, resource, milli}, ...]: JSON objects cannot have tuple keys.
@@ -134,43 +132,37 @@ class Admission(Base):
 
 class UsageInterval(Base):
     """``quantity_milli`` of (flavor, resource) held by ``team`` from ``started_at`` until ``ended_at`` (open
-    while NULL). One row per (admission, flavor, resource)."""
+    while NULL): one row per (admission, flavor, resource)."""
 
     __tablename__ = "usage_intervals"
     __table_args__ = (
-        UniqueConstraint("workload_id", "attempt", "flavor", "resource"),
         ForeignKeyConstraint(
             ["workload_id", "attempt"],
             ["admissions.workload_id", "admissions.attempt"],
             ondelete="CASCADE",
         ),
+        # Reports and credits ask for what overlaps a period: still open, or ended after its start.
         Index(None, "ended_at"),
-        Index(None, "team", "started_at"),
     )
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    workload_id: Mapped[str] = mapped_column(String)
-    attempt: Mapped[int] = mapped_column(Integer)
+    workload_id: Mapped[str] = mapped_column(String, primary_key=True)
+    attempt: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    flavor: Mapped[str] = mapped_column(String, primary_key=True)
+    resource: Mapped[str] = mapped_column(String, primary_key=True)
     team: Mapped[str] = mapped_column(String)
-    flavor: Mapped[str] = mapped_column(String)
-    resource: Mapped[str] = mapped_column(String)
     quantity_milli: Mapped[int] = mapped_column(BigInteger)
     started_at: Mapped[datetime]
     ended_at: Mapped[datetime | None]
 
 
 class Preemption(Base):
-    """One preemption and its checkpoint handshake; (victim, victim_attempt) is its natural key."""
+    """One preemption and its checkpoint handshake; an admission (victim, victim_attempt) is preempted once."""
 
     __tablename__ = "preemptions"
-    __table_args__ = (
-        UniqueConstraint("victim", "victim_attempt"),
-        Index(None, "issued_at"),
-    )
+    __table_args__ = (Index(None, "issued_at"),)
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    victim: Mapped[str] = mapped_column(String)
-    victim_attempt: Mapped[int] = mapped_column(Integer)
+    victim: Mapped[str] = mapped_column(String, primary_key=True)
+    victim_attempt: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     preemptor: Mapped[str | None] = mapped_column(String)
     reason: Mapped[str] = mapped_column(String)
     issued_at: Mapped[datetime]
@@ -187,14 +179,13 @@ class Preemption(Base):
 
 
 class WorkloadEventRow(Base):
-    """Every workload event as recorded, for the workload's history; ``event_key`` is the idempotency key."""
+    """Every workload event as recorded, for the workload's history, keyed by its idempotency key."""
 
     __tablename__ = "workload_events"
-    __table_args__ = (Index(None, "workload_id", "at"),)
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    event_key: Mapped[str] = mapped_column(String, unique=True)
-    workload_id: Mapped[str] = mapped_column(String)
+    # The workload first: its history is one range of the primary key, with no second index to maintain. The
+    # event key names the workload already, so it is unique on its own all the same.
+    workload_id: Mapped[str] = mapped_column(String, primary_key=True)
+    event_key: Mapped[str] = mapped_column(String, primary_key=True)
     kind: Mapped[str] = mapped_column(String)
     at: Mapped[datetime]
     payload: Mapped[dict[str, Any]]

@@ -71,9 +71,9 @@ class PreemptionRecord:
 
 @dataclass(frozen=True, slots=True)
 class RecordedEvent:
-    """One line of a workload's history; ``data`` is the event's fields as JSON (times in ISO 8601)."""
+    """One line of a workload's history; ``key`` is the event's idempotency key, ``data`` its fields as JSON
+    (times in ISO 8601)."""
 
-    sequence: int
     kind: str
     at: datetime
     key: str

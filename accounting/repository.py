@@ -30,7 +30,7 @@ from accounting.records import (
 )
 from accounting.rows import flavor_resource_map
 
-# Events recorded in one batch get ids in key order, not in recording order; the lifecycle breaks ties instead.
+# Events stamped with the same instant are shown in lifecycle order.
 _LIFECYCLE_RANK = {event_type.kind: rank for rank, event_type in enumerate(WORKLOAD_EVENT_TYPES)}
 
 
@@ -48,11 +48,8 @@ async def workload_detail(engine: AsyncEngine, workload_id: WorkloadId) -> Workl
             admissions=[_admission(row) for row in admissions],
             preemptions=[_preemption(row, team) for row, team in preemptions],
             history=sorted(
-                (
-                    RecordedEvent(sequence=row.id, kind=row.kind, at=row.at, key=row.event_key, data=row.payload)
-                    for row in history
-                ),
-                key=lambda e: (e.at, _LIFECYCLE_RANK.get(e.kind, len(_LIFECYCLE_RANK)), e.sequence),
+                (RecordedEvent(kind=row.kind, at=row.at, key=row.event_key, data=row.payload) for row in history),
+                key=lambda e: (e.at, _LIFECYCLE_RANK.get(e.kind, len(_LIFECYCLE_RANK)), e.key),
             ),
         )
     if detail.workload is None and not detail.admissions and not detail.history:
@@ -80,7 +77,11 @@ async def list_preemptions(
     limit: int | None = None,
 ) -> list[PreemptionRecord]:
     """Preemptions issued in [since, until), newest first; ``team`` filters on the victim's team."""
-    query = _preemptions_query().order_by(None).order_by(Preemption.issued_at.desc(), Preemption.id.desc())
+    query = (
+        _preemptions_query()
+        .order_by(None)
+        .order_by(Preemption.issued_at.desc(), Preemption.victim, Preemption.victim_attempt)
+    )
     if team is not None:
         query = query.where(Admission.team == team)
     if since is not None:
@@ -96,7 +97,11 @@ async def list_preemptions(
 async def admitted_workloads(engine: AsyncEngine) -> list[AdmissionRecord]:
     """Admissions the ledger considers running (not yet evicted, finished or recovered), oldest first. After a
     restart the queue manager charges these to their teams instead of admitting them again."""
-    query = select(Admission).where(Admission.ended_at.is_(None)).order_by(Admission.admitted_at, Admission.id)
+    query = (
+        select(Admission)
+        .where(Admission.ended_at.is_(None))
+        .order_by(Admission.admitted_at, Admission.workload_id, Admission.attempt)
+    )
     async with AsyncSession(engine) as session:
         return [_admission(row) for row in await session.scalars(query)]
 
@@ -160,7 +165,13 @@ async def audit_log(
 
 
 async def _intervals(engine: AsyncEngine, query: Select[UsageInterval]) -> list[UsageIntervalRecord]:
-    query = query.order_by(UsageInterval.started_at, UsageInterval.id)
+    query = query.order_by(
+        UsageInterval.started_at,
+        UsageInterval.workload_id,
+        UsageInterval.attempt,
+        UsageInterval.flavor,
+        UsageInterval.resource,
+    )
     async with AsyncSession(engine) as session:
         return [
             UsageIntervalRecord(
@@ -185,7 +196,7 @@ def _preemptions_query() -> Select[Preemption, str | None]:
             Admission,
             (Admission.workload_id == Preemption.victim) & (Admission.attempt == Preemption.victim_attempt),
         )
-        .order_by(Preemption.issued_at, Preemption.id)
+        .order_by(Preemption.issued_at, Preemption.victim, Preemption.victim_attempt)
     )
 
 

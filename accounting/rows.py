@@ -39,26 +39,41 @@ Row = dict[str, Any]
 _FLAVOR_RESOURCE_FIELDS = frozenset({"usage", "borrowed"})
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def to_json(value: Any) -> Any:
-    """A JSON-ready copy of an event or a part of one: times as ISO 8601, enums as their values."""
-    if isinstance(value, datetime):
+    """A JSON-ready copy of an event or a part of one: times as ISO 8601, enums as their values.
+
+    On the writer's path for every event, hence the exact-type fast paths and the cached field names.
+    """
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind is datetime:
         return value.isoformat()
+    if kind is dict:  # events hold plain dicts and tuples (they copy what they are given)
+        return {str(k): to_json(v) for k, v in value.items()}
+    if kind is tuple or kind is list:
+        return [to_json(v) for v in value]
     if isinstance(value, Enum):
         return value.value
-    if is_dataclass(value) and not isinstance(value, type):
-        return {
-            f.name: (
-                flavor_resource_list(getattr(value, f.name))
-                if f.name in _FLAVOR_RESOURCE_FIELDS
-                else to_json(getattr(value, f.name))
-            )
-            for f in fields(value)
-        }
     if isinstance(value, Mapping):
         return {str(k): to_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_json(v) for v in value]
-    return value
+    names = _FIELDS.get(kind)
+    if names is None:
+        if not is_dataclass(value):
+            return value
+        names = _FIELDS[kind] = tuple(f.name for f in fields(value))
+    return {
+        name: (
+            flavor_resource_list(getattr(value, name))
+            if name in _FLAVOR_RESOURCE_FIELDS
+            else to_json(getattr(value, name))
+        )
+        for name in names
+    }
 
 
 def flavor_resource_list(amounts: Mapping[FlavorResource, int]) -> list[Row]:
@@ -92,7 +107,7 @@ class WritePlan:
         # Concurrent writers that touch the same keys in the same order wait for each other instead of
         # deadlocking.
         self.workloads.sort(key=lambda r: r["id"])
-        self.workload_events.sort(key=lambda r: r["event_key"])
+        self.workload_events.sort(key=lambda r: (r["workload_id"], r["event_key"]))
         self.admissions.sort(key=lambda r: (r["workload_id"], r["attempt"]))
         self.intervals.sort(key=lambda r: (r["workload_id"], r["attempt"], r["flavor"], r["resource"]))
         self.preemptions.sort(key=lambda r: (r["victim"], r["victim_attempt"]))

@@ -1,4 +1,9 @@
-"""Apply a batch of events in one transaction, idempotently, on PostgreSQL or SQLite."""
+"""Apply a batch of events in one transaction, idempotently, on PostgreSQL or SQLite.
+
+Each step of a plan is one statement over many rows. On PostgreSQL the rows travel as one array per column and
+the statement reads them back with ``unnest`` — one round trip and one statement execution per step, however
+big the batch; on SQLite (in-process, no round trips) they go through ``executemany``.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,28 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Executable, Integer, String, bindparam, case, func, update
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    ColumnElement,
+    DateTime,
+    Executable,
+    Integer,
+    String,
+    bindparam,
+    case,
+    cast,
+    column,
+    func,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.types import TypeEngine
 
-from accounting.database import dialect_insert
+from accounting.database import dialect_insert, json_text
 from accounting.events import LedgerEvent
 from accounting.models import (
     Admission,
@@ -31,135 +54,205 @@ async def write_events(connection: AsyncConnection, events: Sequence[LedgerEvent
 
 
 async def apply_plan(connection: AsyncConnection, plan: WritePlan) -> None:
-    s = _statements(connection.dialect.name)
-    steps: list[tuple[Executable, list[Row]]] = [
-        # Inserts first: every update below may target a row inserted by the same batch.
-        (s.insert_workloads, plan.workloads),
-        (s.insert_workload_events, plan.workload_events),
-        (s.insert_admissions, plan.admissions),
-        (s.insert_intervals, plan.intervals),
-        (s.insert_preemptions, plan.preemptions),
-        (s.insert_config_versions, plan.config_versions),
-        (s.insert_audit_entries, plan.audit_entries),
-        (s.checkpoint_requested, plan.checkpoint_requests),
-        (s.checkpoint_acked, plan.checkpoint_acks),
-        (s.checkpoint_timed_out, plan.checkpoint_timeouts),
-        (s.suspended, plan.suspensions),
-        (s.requeued, plan.requeues),
-        # Evictions close their own attempt before Finished/recovery close whatever the workload has open.
-        (s.close_attempt_intervals, plan.evictions),
-        (s.close_attempt_admission, plan.evictions),
-        (s.close_workload_intervals, plan.finishes),
-        (s.finish_workload_admissions, plan.finishes),
-        (s.finish_workload, plan.finishes),
-        (s.close_workload_intervals, plan.recoveries),
-        (s.recover_workload_admissions, plan.recoveries),
-    ]
-    for statement, rows in steps:
-        if rows:
-            await connection.execute(statement, rows)
+    statements = _statements(connection.dialect.name)
+    for step in statements.steps:
+        rows: list[Row] = getattr(plan, step.rows)
+        if not rows:
+            continue
+        if statements.arrays:
+            arrays = {name: [row[name] for row in rows] for name in step.columns}
+            for name in step.json_columns:
+                # Sent as text: SQLAlchemy would take a JSON list inside an array for another dimension.
+                arrays[name] = [None if value is None else json_text(value) for value in arrays[name]]
+            await connection.execute(step.statement, arrays)
+        else:
+            await connection.execute(step.statement, rows)
+
+
+@dataclass(frozen=True)
+class _Step:
+    statement: Executable
+    rows: str  # the WritePlan attribute holding its rows
+    columns: tuple[str, ...]
+    json_columns: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
 class _Statements:
-    insert_workloads: Executable
-    insert_workload_events: Executable
-    insert_admissions: Executable
-    insert_intervals: Executable
-    insert_preemptions: Executable
-    insert_config_versions: Executable
-    insert_audit_entries: Executable
-    checkpoint_requested: Executable
-    checkpoint_acked: Executable
-    checkpoint_timed_out: Executable
-    suspended: Executable
-    requeued: Executable
-    close_attempt_intervals: Executable
-    close_attempt_admission: Executable
-    close_workload_intervals: Executable
-    finish_workload_admissions: Executable
-    finish_workload: Executable
-    recover_workload_admissions: Executable
+    arrays: bool  # parameters as one array per column (PostgreSQL) instead of one dict per row
+    steps: tuple[_Step, ...]
 
 
-def _insert_ignoring(dialect_name: str, table: Any, *natural_key: str) -> Executable:
-    statement: Executable = dialect_insert(dialect_name)(table).on_conflict_do_nothing(index_elements=list(natural_key))
-    return statement
+class _Source:
+    """The rows of a step as columns a statement can refer to: ``unnest`` of array parameters on PostgreSQL,
+    plain bound parameters (executed many times) on SQLite."""
+
+    def __init__(self, arrays: bool, columns: dict[str, TypeEngine[Any]]) -> None:
+        self.names = tuple(columns)
+        self.json_names = frozenset(name for name, type_ in columns.items() if isinstance(type_, JSON))
+        if arrays:
+            wire = {name: _wire_type(name in self.json_names, type_) for name, type_ in columns.items()}
+            unnest = func.unnest(*(bindparam(name, type_=ARRAY(type_)) for name, type_ in wire.items()))
+            table = unnest.table_valued(*(column(name, type_) for name, type_ in wire.items()))
+            self.table: Any = table.render_derived(name="batch")
+            self.c: dict[str, ColumnElement[Any]] = {
+                name: cast(self.table.c[name], JSON) if name in self.json_names else self.table.c[name]
+                for name in columns
+            }
+        else:
+            self.table = None
+            self.c = {name: bindparam(name, type_=type_) for name, type_ in columns.items()}
+
+
+def _wire_type(is_json: bool, type_: TypeEngine[Any]) -> TypeEngine[Any]:
+    if is_json:
+        return String()
+    if isinstance(type_, UTCDateTime):
+        # Events hold aware UTC times already: skip the per-element Python conversion (asyncpg takes them as is).
+        return DateTime(timezone=True)
+    return type_
+
+
+def _insert_ignoring(
+    arrays: bool, dialect_name: str, model: Any, natural_key: tuple[str, ...], filled_later: tuple[str, ...] = ()
+) -> _Step:
+    """Insert new rows, skip those whose natural key exists. ``filled_later``: columns that later events set
+    (left out: NULLs would cost an array element each)."""
+    table = model.__table__
+    columns = {
+        c.name: c.type
+        for c in table.columns
+        if not (c.primary_key and c.autoincrement is True) and c.name not in filled_later
+    }
+    source = _Source(arrays, columns)
+    insert = dialect_insert(dialect_name)(table)
+    if arrays:
+        insert = insert.from_select(list(columns), select(*(source.c[name] for name in columns)))
+    statement = insert.on_conflict_do_nothing(index_elements=list(natural_key))
+    return _Step(statement, _PLAN_ROWS[table.name], source.names, source.json_names)
+
+
+_PREEMPTION_AT_ISSUE = ("victim", "victim_attempt", "preemptor", "reason", "issued_at")
+
+_PLAN_ROWS = {
+    "workloads": "workloads",
+    "workload_events": "workload_events",
+    "admissions": "admissions",
+    "usage_intervals": "intervals",
+    "preemptions": "preemptions",
+    "config_versions": "config_versions",
+    "audit_log": "audit_entries",
+}
 
 
 @cache
 def _statements(dialect_name: str) -> _Statements:
-    at = bindparam("b_at", type_=UTCDateTime())
-    workload = bindparam("b_workload", type_=String())
-    victim = bindparam("b_victim", type_=String())
-    attempt = bindparam("b_attempt", type_=Integer())
+    arrays = dialect_name == "postgresql"
     intervals, admissions, preemptions = UsageInterval.__table__, Admission.__table__, Preemption.__table__
+    workloads = Workload.__table__
+    text: TypeEngine[Any] = String()
+    integer: TypeEngine[Any] = Integer()
+    instant: TypeEngine[Any] = UTCDateTime()
 
-    def fill(column: Any, value: Any) -> Any:
+    def keyed_update(model: Any, rows: str, columns: dict[str, TypeEngine[Any]], build: Any) -> _Step:
+        source = _Source(arrays, columns)
+        statement = build(update(model), source.c)
+        return _Step(statement, rows, source.names)
+
+    def preemption_step(rows: str, extra: dict[str, TypeEngine[Any]], values: Any) -> _Step:
         # First write wins: a replayed or repeated step never moves a recorded time.
-        return func.coalesce(column, value)
+        def build(statement: Any, c: dict[str, ColumnElement[Any]]) -> Any:
+            return statement.where(
+                preemptions.c.victim == c["b_victim"], preemptions.c.victim_attempt == c["b_attempt"]
+            ).values({name: func.coalesce(preemptions.c[name], value(c)) for name, value in values.items()})
 
-    def preemption_step(**values: Any) -> Executable:
-        return (
-            update(Preemption)
-            .where(preemptions.c.victim == victim, preemptions.c.victim_attempt == attempt)
-            .values({name: fill(preemptions.c[name], value) for name, value in values.items()})
+        return keyed_update(Preemption, rows, {"b_victim": text, "b_attempt": integer, "b_at": instant, **extra}, build)
+
+    def ended(started: ColumnElement[Any], at: ColumnElement[Any]) -> ColumnElement[Any]:
+        # Nothing ends before it starts, whatever the clocks of the writers say.
+        return case((started > at, started), else_=at)
+
+    def close_attempt(table: Any, started: str, extra: dict[str, Any]) -> Any:
+        def build(statement: Any, c: dict[str, ColumnElement[Any]]) -> Any:
+            return statement.where(
+                table.c.workload_id == c["b_workload"], table.c.attempt == c["b_attempt"], table.c.ended_at.is_(None)
+            ).values(ended_at=ended(table.c[started], c["b_at"]), **{k: v(c) for k, v in extra.items()})
+
+        return build
+
+    def close_workload(table: Any, started: str, extra: dict[str, Any]) -> Any:
+        def build(statement: Any, c: dict[str, ColumnElement[Any]]) -> Any:
+            return statement.where(table.c.workload_id == c["b_workload"], table.c.ended_at.is_(None)).values(
+                ended_at=ended(table.c[started], c["b_at"]), **extra
+            )
+
+        return build
+
+    def finish(statement: Any, c: dict[str, ColumnElement[Any]]) -> Any:
+        return statement.where(workloads.c.id == c["b_workload"]).values(
+            finished_at=func.coalesce(workloads.c.finished_at, c["b_at"]),
+            succeeded=func.coalesce(workloads.c.succeeded, c["b_succeeded"]),
         )
 
-    # An interval never ends before it starts, whatever the clocks of the writers say.
-    interval_end = case((intervals.c.started_at > at, intervals.c.started_at), else_=at)
-    admission_end = case((admissions.c.admitted_at > at, admissions.c.admitted_at), else_=at)
-    open_intervals = intervals.c.ended_at.is_(None)
-    open_admissions = admissions.c.ended_at.is_(None)
-
-    return _Statements(
-        insert_workloads=_insert_ignoring(dialect_name, Workload.__table__, "id"),
-        insert_workload_events=_insert_ignoring(dialect_name, WorkloadEventRow.__table__, "event_key"),
-        insert_admissions=_insert_ignoring(dialect_name, admissions, "workload_id", "attempt"),
-        insert_intervals=_insert_ignoring(dialect_name, intervals, "workload_id", "attempt", "flavor", "resource"),
-        insert_preemptions=_insert_ignoring(dialect_name, preemptions, "victim", "victim_attempt"),
-        insert_config_versions=_insert_ignoring(dialect_name, ConfigVersion.__table__, "sha256", "applied_at"),
-        insert_audit_entries=_insert_ignoring(dialect_name, AuditLogEntry.__table__, "entry_key"),
-        checkpoint_requested=preemption_step(
-            checkpoint_requested_at=at,
-            checkpoint_deadline=bindparam("b_deadline", type_=UTCDateTime()),
-            checkpoint_via=bindparam("b_via"),
+    attempt_key: dict[str, TypeEngine[Any]] = {"b_workload": text, "b_attempt": integer, "b_at": instant}
+    workload_key: dict[str, TypeEngine[Any]] = {"b_workload": text, "b_at": instant}
+    steps = (
+        # Inserts first: every update below may target a row inserted by the same batch.
+        _insert_ignoring(arrays, dialect_name, Workload, ("id",), ("finished_at", "succeeded")),
+        _insert_ignoring(arrays, dialect_name, WorkloadEventRow, ("workload_id", "event_key")),
+        _insert_ignoring(arrays, dialect_name, Admission, ("workload_id", "attempt"), ("ended_at", "end_reason")),
+        _insert_ignoring(
+            arrays, dialect_name, UsageInterval, ("workload_id", "attempt", "flavor", "resource"), ("ended_at",)
         ),
-        checkpoint_acked=preemption_step(checkpoint_acked_at=at, checkpoint_id=bindparam("b_checkpoint_id")),
-        checkpoint_timed_out=preemption_step(checkpoint_timed_out_at=at),
-        suspended=preemption_step(suspended_at=at, lost_gpu_milliseconds=bindparam("b_lost")),
-        requeued=preemption_step(requeued_at=at),
-        close_attempt_intervals=(
-            update(UsageInterval)
-            .where(intervals.c.workload_id == workload, intervals.c.attempt == attempt, open_intervals)
-            .values(ended_at=interval_end)
+        _insert_ignoring(
+            arrays,
+            dialect_name,
+            Preemption,
+            ("victim", "victim_attempt"),
+            tuple(c.name for c in Preemption.__table__.columns if c.name not in _PREEMPTION_AT_ISSUE),
         ),
-        close_attempt_admission=(
-            update(Admission)
-            .where(admissions.c.workload_id == workload, admissions.c.attempt == attempt, open_admissions)
-            .values(ended_at=admission_end, end_reason=bindparam("b_reason"))
+        _insert_ignoring(arrays, dialect_name, ConfigVersion, ("sha256", "applied_at")),
+        _insert_ignoring(arrays, dialect_name, AuditLogEntry, ("entry_key",)),
+        preemption_step(
+            "checkpoint_requests",
+            {"b_deadline": instant, "b_via": text},
+            {
+                "checkpoint_requested_at": lambda c: c["b_at"],
+                "checkpoint_deadline": lambda c: c["b_deadline"],
+                "checkpoint_via": lambda c: c["b_via"],
+            },
         ),
-        close_workload_intervals=(
-            update(UsageInterval)
-            .where(intervals.c.workload_id == workload, open_intervals)
-            .values(ended_at=interval_end)
+        preemption_step(
+            "checkpoint_acks",
+            {"b_checkpoint_id": text},
+            {"checkpoint_acked_at": lambda c: c["b_at"], "checkpoint_id": lambda c: c["b_checkpoint_id"]},
         ),
-        finish_workload_admissions=(
-            update(Admission)
-            .where(admissions.c.workload_id == workload, open_admissions)
-            .values(ended_at=admission_end, end_reason="Finished")
+        preemption_step("checkpoint_timeouts", {}, {"checkpoint_timed_out_at": lambda c: c["b_at"]}),
+        preemption_step(
+            "suspensions",
+            {"b_lost": BigInteger()},
+            {"suspended_at": lambda c: c["b_at"], "lost_gpu_milliseconds": lambda c: c["b_lost"]},
         ),
-        finish_workload=(
-            update(Workload)
-            .where(Workload.__table__.c.id == workload)
-            .values(
-                finished_at=fill(Workload.__table__.c.finished_at, at),
-                succeeded=fill(Workload.__table__.c.succeeded, bindparam("b_succeeded")),
-            )
+        preemption_step("requeues", {}, {"requeued_at": lambda c: c["b_at"]}),
+        # Evictions close their own attempt before Finished and recovery close whatever is left open.
+        keyed_update(UsageInterval, "evictions", attempt_key, close_attempt(intervals, "started_at", {})),
+        keyed_update(
+            Admission,
+            "evictions",
+            {**attempt_key, "b_reason": text},
+            close_attempt(admissions, "admitted_at", {"end_reason": lambda c: c["b_reason"]}),
         ),
-        recover_workload_admissions=(
-            update(Admission)
-            .where(admissions.c.workload_id == workload, open_admissions)
-            .values(ended_at=admission_end, end_reason="Recovered")
+        keyed_update(UsageInterval, "finishes", workload_key, close_workload(intervals, "started_at", {})),
+        keyed_update(
+            Admission, "finishes", workload_key, close_workload(admissions, "admitted_at", {"end_reason": "Finished"})
+        ),
+        keyed_update(Workload, "finishes", {**workload_key, "b_succeeded": Boolean()}, finish),
+        keyed_update(UsageInterval, "recoveries", workload_key, close_workload(intervals, "started_at", {})),
+        keyed_update(
+            Admission,
+            "recoveries",
+            workload_key,
+            close_workload(admissions, "admitted_at", {"end_reason": "Recovered"}),
         ),
     )
+    return _Statements(arrays=arrays, steps=steps)

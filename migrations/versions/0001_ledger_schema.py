@@ -46,7 +46,6 @@ def upgrade() -> None:
 
     op.create_table(
         "admissions",
-        _id(),
         sa.Column("workload_id", sa.String(), nullable=False),
         sa.Column("attempt", sa.Integer(), nullable=False),
         sa.Column("team", sa.String(), nullable=False),
@@ -56,20 +55,17 @@ def upgrade() -> None:
         sa.Column("borrowed", sa.JSON(), nullable=False),
         sa.Column("ended_at", TIMESTAMP, nullable=True),
         sa.Column("end_reason", sa.String(), nullable=True),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_admissions")),
-        sa.UniqueConstraint("workload_id", "attempt", name=op.f("uq_admissions_workload_id_attempt")),
+        sa.PrimaryKeyConstraint("workload_id", "attempt", name=op.f("pk_admissions")),
     )
     op.create_index(op.f("ix_admissions_ended_at"), "admissions", ["ended_at"])
-    op.create_index(op.f("ix_admissions_team"), "admissions", ["team"])
 
     op.create_table(
         "usage_intervals",
-        _id(),
         sa.Column("workload_id", sa.String(), nullable=False),
         sa.Column("attempt", sa.Integer(), nullable=False),
-        sa.Column("team", sa.String(), nullable=False),
         sa.Column("flavor", sa.String(), nullable=False),
         sa.Column("resource", sa.String(), nullable=False),
+        sa.Column("team", sa.String(), nullable=False),
         sa.Column("quantity_milli", sa.BigInteger(), nullable=False),
         sa.Column("started_at", TIMESTAMP, nullable=False),
         sa.Column("ended_at", TIMESTAMP, nullable=True),
@@ -79,21 +75,14 @@ def upgrade() -> None:
             name=op.f("fk_usage_intervals_workload_id_attempt_admissions"),
             ondelete="CASCADE",
         ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_usage_intervals")),
-        sa.UniqueConstraint(
-            "workload_id",
-            "attempt",
-            "flavor",
-            "resource",
-            name=op.f("uq_usage_intervals_workload_id_attempt_flavor_resource"),
+        sa.PrimaryKeyConstraint(
+            "workload_id", "attempt", "flavor", "resource", name=op.f("pk_usage_intervals")
         ),
     )
     op.create_index(op.f("ix_usage_intervals_ended_at"), "usage_intervals", ["ended_at"])
-    op.create_index(op.f("ix_usage_intervals_team_started_at"), "usage_intervals", ["team", "started_at"])
 
     op.create_table(
         "preemptions",
-        _id(),
         sa.Column("victim", sa.String(), nullable=False),
         sa.Column("victim_attempt", sa.Integer(), nullable=False),
         sa.Column("preemptor", sa.String(), nullable=True),
@@ -108,23 +97,19 @@ def upgrade() -> None:
         sa.Column("suspended_at", TIMESTAMP, nullable=True),
         sa.Column("requeued_at", TIMESTAMP, nullable=True),
         sa.Column("lost_gpu_milliseconds", sa.BigInteger(), nullable=True),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_preemptions")),
-        sa.UniqueConstraint("victim", "victim_attempt", name=op.f("uq_preemptions_victim_victim_attempt")),
+        sa.PrimaryKeyConstraint("victim", "victim_attempt", name=op.f("pk_preemptions")),
     )
     op.create_index(op.f("ix_preemptions_issued_at"), "preemptions", ["issued_at"])
 
     op.create_table(
         "workload_events",
-        _id(),
-        sa.Column("event_key", sa.String(), nullable=False),
         sa.Column("workload_id", sa.String(), nullable=False),
+        sa.Column("event_key", sa.String(), nullable=False),
         sa.Column("kind", sa.String(), nullable=False),
         sa.Column("at", TIMESTAMP, nullable=False),
         sa.Column("payload", sa.JSON(), nullable=False),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_workload_events")),
-        sa.UniqueConstraint("event_key", name=op.f("uq_workload_events_event_key")),
+        sa.PrimaryKeyConstraint("workload_id", "event_key", name=op.f("pk_workload_events")),
     )
-    op.create_index(op.f("ix_workload_events_workload_id_at"), "workload_events", ["workload_id", "at"])
 
     op.create_table(
         "config_versions",
@@ -173,14 +158,11 @@ def downgrade() -> None:
     op.drop_index(op.f("ix_audit_log_actor"), table_name="audit_log")
     op.drop_table("audit_log")
     op.drop_table("config_versions")
-    op.drop_index(op.f("ix_workload_events_workload_id_at"), table_name="workload_events")
     op.drop_table("workload_events")
     op.drop_index(op.f("ix_preemptions_issued_at"), table_name="preemptions")
     op.drop_table("preemptions")
-    op.drop_index(op.f("ix_usage_intervals_team_started_at"), table_name="usage_intervals")
     op.drop_index(op.f("ix_usage_intervals_ended_at"), table_name="usage_intervals")
     op.drop_table("usage_intervals")
-    op.drop_index(op.f("ix_admissions_team"), table_name="admissions")
     op.drop_index(op.f("ix_admissions_ended_at"), table_name="admissions")
     op.drop_table("admissions")
     op.drop_index(op.f("ix_workloads_team"), table_name="workloads")
