@@ -20,6 +20,7 @@ from itertools import islice
 from types import TracebackType
 
 from sqlalchemy import exc as sa_exc
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from accounting.database import create_engine, resolve_database_url, write_transaction
@@ -168,6 +169,8 @@ class Ledger:
         same when time runs out; ``backlog`` then tells how many events were not written."""
         if self._closed:
             return
+        if self._task is None and self._outbox:
+            await self.start()  # events recorded before start() are still owed to the database
         self._closing = True
         try:
             if self._task is not None:
@@ -180,6 +183,20 @@ class Ledger:
                     await self._task
             if self._engine is not None and self._owns_engine:
                 await self._engine.dispose()
+
+    async def ping(self) -> bool:
+        """Ask the database now (for /readyz: ``healthy`` only changes when there is something to write).
+        Bound it with ``asyncio.timeout``; an unreachable server fails within the connect timeout anyway."""
+        try:
+            async with self.engine.connect() as connection:
+                await connection.execute(text("SELECT 1"))
+        except Exception as exc:  # whatever the driver raises, the answer is "not reachable"
+            self._healthy = False
+            self._last_error = f"{type(exc).__name__}: {exc}"
+            return False
+        if not self._outbox:
+            self._healthy = True
+        return True
 
     async def __aenter__(self) -> Ledger:
         await self.start()

@@ -134,6 +134,9 @@ class SQLiteBench(BenchDatabase):
         await migrate.upgrade_async(f"sqlite+aiosqlite:///{self._template}")
 
     async def reset(self) -> None:
+        await asyncio.to_thread(self._replace_file)
+
+    def _replace_file(self) -> None:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{self._path}{suffix}").unlink(missing_ok=True)
         shutil.copy(self._template, self._path)
