@@ -1,8 +1,9 @@
 """Apply a batch of events in one transaction, idempotently, on PostgreSQL or SQLite.
 
-Each step of a plan is one statement over many rows. On PostgreSQL the rows travel as one array per column and
-the statement reads them back with ``unnest`` — one round trip and one statement execution per step, however
-big the batch; on SQLite (in-process, no round trips) they go through ``executemany``.
+Each step of a plan is one statement over many rows. On PostgreSQL the rows travel as one JSON document that
+the statement reads back with ``json_to_recordset`` — one round trip and one execution per step however big the
+batch, and no per-value encoding in Python; on SQLite (in-process, no round trips) they go through
+``executemany``.
 """
 
 from __future__ import annotations
@@ -12,28 +13,26 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+import orjson
 from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
     ColumnElement,
-    DateTime,
     Executable,
     Integer,
     String,
     bindparam,
     case,
-    cast,
     column,
     func,
     select,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.types import TypeEngine
 
-from accounting.database import dialect_insert, json_text
+from accounting.database import dialect_insert
 from accounting.events import LedgerEvent
 from accounting.models import (
     Admission,
@@ -59,77 +58,60 @@ async def apply_plan(connection: AsyncConnection, plan: WritePlan) -> None:
         rows: list[Row] = getattr(plan, step.rows)
         if not rows:
             continue
-        if statements.arrays:
-            arrays = {name: [row[name] for row in rows] for name in step.columns}
-            for name in step.json_columns:
-                # Sent as text: SQLAlchemy would take a JSON list inside an array for another dimension.
-                arrays[name] = [None if value is None else json_text(value) for value in arrays[name]]
-            await connection.execute(step.statement, arrays)
+        if statements.as_json:
+            # The whole step in one JSON document, serialised in C; the server reads it back as rows.
+            await connection.execute(step.statement, {_BATCH: orjson.Fragment(orjson.dumps(rows))})
         else:
             await connection.execute(step.statement, rows)
+
+
+_BATCH = "batch"
 
 
 @dataclass(frozen=True)
 class _Step:
     statement: Executable
     rows: str  # the WritePlan attribute holding its rows
-    columns: tuple[str, ...]
-    json_columns: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
 class _Statements:
-    arrays: bool  # parameters as one array per column (PostgreSQL) instead of one dict per row
+    as_json: bool  # one JSON parameter per step (PostgreSQL) instead of one execution per row
     steps: tuple[_Step, ...]
 
 
 class _Source:
-    """The rows of a step as columns a statement can refer to: ``unnest`` of array parameters on PostgreSQL,
-    plain bound parameters (executed many times) on SQLite."""
+    """The rows of a step as columns a statement can refer to: ``json_to_recordset`` of one JSON parameter on
+    PostgreSQL, plain bound parameters (executed once per row) on SQLite."""
 
-    def __init__(self, arrays: bool, columns: dict[str, TypeEngine[Any]]) -> None:
-        self.names = tuple(columns)
-        self.json_names = frozenset(name for name, type_ in columns.items() if isinstance(type_, JSON))
-        if arrays:
-            wire = {name: _wire_type(name in self.json_names, type_) for name, type_ in columns.items()}
-            unnest = func.unnest(*(bindparam(name, type_=ARRAY(type_)) for name, type_ in wire.items()))
-            table = unnest.table_valued(*(column(name, type_) for name, type_ in wire.items()))
-            self.table: Any = table.render_derived(name="batch")
-            self.c: dict[str, ColumnElement[Any]] = {
-                name: cast(self.table.c[name], JSON) if name in self.json_names else self.table.c[name]
-                for name in columns
-            }
+    def __init__(self, as_json: bool, columns: dict[str, TypeEngine[Any]]) -> None:
+        self.c: dict[str, ColumnElement[Any]]
+        if as_json:
+            records = func.json_to_recordset(bindparam(_BATCH, type_=JSON()))
+            typed = records.table_valued(*(column(name, type_) for name, type_ in columns.items()))
+            table = typed.render_derived(name=_BATCH, with_types=True)
+            self.c = {name: table.c[name] for name in columns}
         else:
-            self.table = None
             self.c = {name: bindparam(name, type_=type_) for name, type_ in columns.items()}
 
 
-def _wire_type(is_json: bool, type_: TypeEngine[Any]) -> TypeEngine[Any]:
-    if is_json:
-        return String()
-    if isinstance(type_, UTCDateTime):
-        # Events hold aware UTC times already: skip the per-element Python conversion (asyncpg takes them as is).
-        return DateTime(timezone=True)
-    return type_
-
-
 def _insert_ignoring(
-    arrays: bool, dialect_name: str, model: Any, natural_key: tuple[str, ...], filled_later: tuple[str, ...] = ()
+    as_json: bool, dialect_name: str, model: Any, natural_key: tuple[str, ...], filled_later: tuple[str, ...] = ()
 ) -> _Step:
-    """Insert new rows, skip those whose natural key exists. ``filled_later``: columns that later events set
-    (left out: NULLs would cost an array element each)."""
+    """Insert new rows, skip those whose natural key exists. ``filled_later``: columns that later events set,
+    left out of the insert."""
     table = model.__table__
     columns = {
         c.name: c.type
         for c in table.columns
         if not (c.primary_key and c.autoincrement is True) and c.name not in filled_later
     }
-    source = _Source(arrays, columns)
     insert = dialect_insert(dialect_name)(table)
-    if arrays:
+    if as_json:
+        source = _Source(True, columns)
         insert = insert.from_select(list(columns), select(*(source.c[name] for name in columns)))
     statement = insert.on_conflict_do_nothing(index_elements=list(natural_key))
-    return _Step(statement, _PLAN_ROWS[table.name], source.names, source.json_names)
+    return _Step(statement, _PLAN_ROWS[table.name])
 
 
 _PREEMPTION_AT_ISSUE = ("victim", "victim_attempt", "preemptor", "reason", "issued_at")
@@ -147,7 +129,7 @@ _PLAN_ROWS = {
 
 @cache
 def _statements(dialect_name: str) -> _Statements:
-    arrays = dialect_name == "postgresql"
+    as_json = dialect_name == "postgresql"
     intervals, admissions, preemptions = UsageInterval.__table__, Admission.__table__, Preemption.__table__
     workloads = Workload.__table__
     text: TypeEngine[Any] = String()
@@ -155,9 +137,8 @@ def _statements(dialect_name: str) -> _Statements:
     instant: TypeEngine[Any] = UTCDateTime()
 
     def keyed_update(model: Any, rows: str, columns: dict[str, TypeEngine[Any]], build: Any) -> _Step:
-        source = _Source(arrays, columns)
-        statement = build(update(model), source.c)
-        return _Step(statement, rows, source.names)
+        source = _Source(as_json, columns)
+        return _Step(build(update(model), source.c), rows)
 
     def preemption_step(rows: str, extra: dict[str, TypeEngine[Any]], values: Any) -> _Step:
         # First write wins: a replayed or repeated step never moves a recorded time.
@@ -198,21 +179,21 @@ def _statements(dialect_name: str) -> _Statements:
     workload_key: dict[str, TypeEngine[Any]] = {"b_workload": text, "b_at": instant}
     steps = (
         # Inserts first: every update below may target a row inserted by the same batch.
-        _insert_ignoring(arrays, dialect_name, Workload, ("id",), ("finished_at", "succeeded")),
-        _insert_ignoring(arrays, dialect_name, WorkloadEventRow, ("workload_id", "event_key")),
-        _insert_ignoring(arrays, dialect_name, Admission, ("workload_id", "attempt"), ("ended_at", "end_reason")),
+        _insert_ignoring(as_json, dialect_name, Workload, ("id",), ("finished_at", "succeeded")),
+        _insert_ignoring(as_json, dialect_name, WorkloadEventRow, ("workload_id", "event_key")),
+        _insert_ignoring(as_json, dialect_name, Admission, ("workload_id", "attempt"), ("ended_at", "end_reason")),
         _insert_ignoring(
-            arrays, dialect_name, UsageInterval, ("workload_id", "attempt", "flavor", "resource"), ("ended_at",)
+            as_json, dialect_name, UsageInterval, ("workload_id", "attempt", "flavor", "resource"), ("ended_at",)
         ),
         _insert_ignoring(
-            arrays,
+            as_json,
             dialect_name,
             Preemption,
             ("victim", "victim_attempt"),
             tuple(c.name for c in Preemption.__table__.columns if c.name not in _PREEMPTION_AT_ISSUE),
         ),
-        _insert_ignoring(arrays, dialect_name, ConfigVersion, ("sha256", "applied_at")),
-        _insert_ignoring(arrays, dialect_name, AuditLogEntry, ("entry_key",)),
+        _insert_ignoring(as_json, dialect_name, ConfigVersion, ("sha256", "applied_at")),
+        _insert_ignoring(as_json, dialect_name, AuditLogEntry, ("entry_key",)),
         preemption_step(
             "checkpoint_requests",
             {"b_deadline": instant, "b_via": text},
@@ -255,4 +236,4 @@ def _statements(dialect_name: str) -> _Statements:
             close_workload(admissions, "admitted_at", {"end_reason": "Recovered"}),
         ),
     )
-    return _Statements(arrays=arrays, steps=steps)
+    return _Statements(as_json=as_json, steps=steps)
