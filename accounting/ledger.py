@@ -25,7 +25,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from accounting.database import create_engine, resolve_database_url, write_transaction
 from accounting.events import LedgerEvent
-from accounting.writer import write_events
+from accounting.rows import plan_writes
+from accounting.writer import apply_plan
 
 log = logging.getLogger(__name__)
 
@@ -210,8 +211,9 @@ class Ledger:
     # --- the writer ----------------------------------------------------------------------------------------------
 
     async def _write_batch(self, batch: Sequence[LedgerEvent]) -> None:
+        plan = plan_writes(batch)  # before BEGIN: no lock held (SQLite) nor transaction open while computing
         async with write_transaction(self.engine) as connection:
-            await write_events(connection, batch)
+            await apply_plan(connection, plan)
 
     async def _run(self) -> None:
         delay = self._retry_initial
