@@ -130,53 +130,53 @@ _PLAN_ROWS = {
 @cache
 def _statements(dialect_name: str) -> _Statements:
     as_json = dialect_name == "postgresql"
-    intervals, admissions, preemptions = UsageInterval.__table__, Admission.__table__, Preemption.__table__
-    workloads = Workload.__table__
+    preemptions, workloads = Preemption.__table__, Workload.__table__
     text: TypeEngine[Any] = String()
     integer: TypeEngine[Any] = Integer()
     instant: TypeEngine[Any] = UTCDateTime()
 
-    def keyed_update(model: Any, rows: str, columns: dict[str, TypeEngine[Any]], build: Any) -> _Step:
-        source = _Source(as_json, columns)
-        return _Step(build(update(model), source.c), rows)
-
-    def preemption_step(rows: str, extra: dict[str, TypeEngine[Any]], values: Any) -> _Step:
-        # First write wins: a replayed or repeated step never moves a recorded time.
-        def build(statement: Any, c: dict[str, ColumnElement[Any]]) -> Any:
-            return statement.where(
-                preemptions.c.victim == c["b_victim"], preemptions.c.victim_attempt == c["b_attempt"]
-            ).values({name: func.coalesce(preemptions.c[name], value(c)) for name, value in values.items()})
-
-        return keyed_update(Preemption, rows, {"b_victim": text, "b_attempt": integer, "b_at": instant, **extra}, build)
-
-    def ended(started: ColumnElement[Any], at: ColumnElement[Any]) -> ColumnElement[Any]:
-        # Nothing ends before it starts, whatever the clocks of the writers say.
-        return case((started > at, started), else_=at)
-
-    def close_attempt(table: Any, started: str, extra: dict[str, Any]) -> Any:
-        def build(statement: Any, c: dict[str, ColumnElement[Any]]) -> Any:
-            return statement.where(
-                table.c.workload_id == c["b_workload"], table.c.attempt == c["b_attempt"], table.c.ended_at.is_(None)
-            ).values(ended_at=ended(table.c[started], c["b_at"]), **{k: v(c) for k, v in extra.items()})
-
-        return build
-
-    def close_workload(table: Any, started: str, extra: dict[str, Any]) -> Any:
-        def build(statement: Any, c: dict[str, ColumnElement[Any]]) -> Any:
-            return statement.where(table.c.workload_id == c["b_workload"], table.c.ended_at.is_(None)).values(
-                ended_at=ended(table.c[started], c["b_at"]), **extra
-            )
-
-        return build
-
-    def finish(statement: Any, c: dict[str, ColumnElement[Any]]) -> Any:
-        return statement.where(workloads.c.id == c["b_workload"]).values(
-            finished_at=func.coalesce(workloads.c.finished_at, c["b_at"]),
-            succeeded=func.coalesce(workloads.c.succeeded, c["b_succeeded"]),
+    def fill_preemption(rows: str, **columns: tuple[str, TypeEngine[Any]]) -> _Step:
+        """Set preemption columns (column=(parameter, type)) from the step's rows. First write wins: a replayed
+        or repeated step never moves a recorded time."""
+        c = _Source(as_json, {"b_victim": text, "b_attempt": integer, **dict(columns.values())}).c
+        statement = (
+            update(Preemption)
+            .where(preemptions.c.victim == c["b_victim"], preemptions.c.victim_attempt == c["b_attempt"])
+            .values({name: func.coalesce(preemptions.c[name], c[param]) for name, (param, _) in columns.items()})
         )
+        return _Step(statement, rows)
 
-    attempt_key: dict[str, TypeEngine[Any]] = {"b_workload": text, "b_attempt": integer, "b_at": instant}
-    workload_key: dict[str, TypeEngine[Any]] = {"b_workload": text, "b_at": instant}
+    def close(model: Any, rows: str, *, of_attempt: bool, end_reason: str | None = None) -> _Step:
+        """End the open usage (intervals or admissions) of the rows' workloads — of one admission attempt, or
+        all of it — at the rows' time; nothing ends before it starts, whatever the writers' clocks say.
+        ``end_reason`` (admissions): a fixed text, or "b_reason" to take the rows' own."""
+        table = model.__table__
+        params = {"b_workload": text, "b_at": instant}
+        if of_attempt:
+            params["b_attempt"] = integer
+        if end_reason == "b_reason":
+            params["b_reason"] = text
+        c = _Source(as_json, params).c
+        started = table.c.started_at if model is UsageInterval else table.c.admitted_at
+        match = [table.c.workload_id == c["b_workload"], table.c.ended_at.is_(None)]
+        if of_attempt:
+            match.append(table.c.attempt == c["b_attempt"])
+        values: dict[str, Any] = {"ended_at": case((started > c["b_at"], started), else_=c["b_at"])}
+        if end_reason is not None:
+            values["end_reason"] = c["b_reason"] if end_reason == "b_reason" else end_reason
+        return _Step(update(model).where(*match).values(values), rows)
+
+    finished = _Source(as_json, {"b_workload": text, "b_at": instant, "b_succeeded": Boolean()}).c
+    finish_workload = _Step(
+        update(Workload)
+        .where(workloads.c.id == finished["b_workload"])
+        .values(
+            finished_at=func.coalesce(workloads.c.finished_at, finished["b_at"]),
+            succeeded=func.coalesce(workloads.c.succeeded, finished["b_succeeded"]),
+        ),
+        "finishes",
+    )
+
     steps = (
         # Inserts first: every update below may target a row inserted by the same batch.
         _insert_ignoring(as_json, dialect_name, Workload, ("id",), ("finished_at", "succeeded")),
@@ -190,50 +190,29 @@ def _statements(dialect_name: str) -> _Statements:
             dialect_name,
             Preemption,
             ("victim", "victim_attempt"),
-            tuple(c.name for c in Preemption.__table__.columns if c.name not in _PREEMPTION_AT_ISSUE),
+            tuple(c.name for c in preemptions.columns if c.name not in _PREEMPTION_AT_ISSUE),
         ),
         _insert_ignoring(as_json, dialect_name, ConfigVersion, ("sha256", "applied_at")),
         _insert_ignoring(as_json, dialect_name, AuditLogEntry, ("entry_key",)),
-        preemption_step(
+        fill_preemption(
             "checkpoint_requests",
-            {"b_deadline": instant, "b_via": text},
-            {
-                "checkpoint_requested_at": lambda c: c["b_at"],
-                "checkpoint_deadline": lambda c: c["b_deadline"],
-                "checkpoint_via": lambda c: c["b_via"],
-            },
+            checkpoint_requested_at=("b_at", instant),
+            checkpoint_deadline=("b_deadline", instant),
+            checkpoint_via=("b_via", text),
         ),
-        preemption_step(
-            "checkpoint_acks",
-            {"b_checkpoint_id": text},
-            {"checkpoint_acked_at": lambda c: c["b_at"], "checkpoint_id": lambda c: c["b_checkpoint_id"]},
+        fill_preemption(
+            "checkpoint_acks", checkpoint_acked_at=("b_at", instant), checkpoint_id=("b_checkpoint_id", text)
         ),
-        preemption_step("checkpoint_timeouts", {}, {"checkpoint_timed_out_at": lambda c: c["b_at"]}),
-        preemption_step(
-            "suspensions",
-            {"b_lost": BigInteger()},
-            {"suspended_at": lambda c: c["b_at"], "lost_gpu_milliseconds": lambda c: c["b_lost"]},
-        ),
-        preemption_step("requeues", {}, {"requeued_at": lambda c: c["b_at"]}),
+        fill_preemption("checkpoint_timeouts", checkpoint_timed_out_at=("b_at", instant)),
+        fill_preemption("suspensions", suspended_at=("b_at", instant), lost_gpu_milliseconds=("b_lost", BigInteger())),
+        fill_preemption("requeues", requeued_at=("b_at", instant)),
         # Evictions close their own attempt before Finished and recovery close whatever is left open.
-        keyed_update(UsageInterval, "evictions", attempt_key, close_attempt(intervals, "started_at", {})),
-        keyed_update(
-            Admission,
-            "evictions",
-            {**attempt_key, "b_reason": text},
-            close_attempt(admissions, "admitted_at", {"end_reason": lambda c: c["b_reason"]}),
-        ),
-        keyed_update(UsageInterval, "finishes", workload_key, close_workload(intervals, "started_at", {})),
-        keyed_update(
-            Admission, "finishes", workload_key, close_workload(admissions, "admitted_at", {"end_reason": "Finished"})
-        ),
-        keyed_update(Workload, "finishes", {**workload_key, "b_succeeded": Boolean()}, finish),
-        keyed_update(UsageInterval, "recoveries", workload_key, close_workload(intervals, "started_at", {})),
-        keyed_update(
-            Admission,
-            "recoveries",
-            workload_key,
-            close_workload(admissions, "admitted_at", {"end_reason": "Recovered"}),
-        ),
+        close(UsageInterval, "evictions", of_attempt=True),
+        close(Admission, "evictions", of_attempt=True, end_reason="b_reason"),
+        close(UsageInterval, "finishes", of_attempt=False),
+        close(Admission, "finishes", of_attempt=False, end_reason="Finished"),
+        finish_workload,
+        close(UsageInterval, "recoveries", of_attempt=False),
+        close(Admission, "recoveries", of_attempt=False, end_reason="Recovered"),
     )
     return _Statements(as_json=as_json, steps=steps)
