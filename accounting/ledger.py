@@ -14,7 +14,7 @@ import contextlib
 import logging
 import random
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import islice
 from types import TracebackType
@@ -29,8 +29,6 @@ from accounting.rows import plan_writes
 from accounting.writer import apply_plan
 
 log = logging.getLogger(__name__)
-
-BatchWriter = Callable[[Sequence[LedgerEvent]], Awaitable[None]]
 
 
 class LedgerClosedError(RuntimeError):

@@ -61,7 +61,8 @@ def usage_command(
     if start >= end:
         fail(f"--from ({start.isoformat()}) must be before --to ({end.isoformat()})")
     url = database_url_or_exit(database_url)
-    sqlite_file = make_url(url).database if make_url(url).get_backend_name() == "sqlite" else None
+    parsed = make_url(url)
+    sqlite_file = parsed.database if parsed.get_backend_name() == "sqlite" else None
     if sqlite_file and sqlite_file != ":memory:" and not Path(sqlite_file).exists():
         # Connecting would create an empty database file as a side effect.
         fail(f"there is no ledger at {sqlite_file}: run `kuota migrate` first, or pass --database-url", code=1)
@@ -69,7 +70,8 @@ def usage_command(
         rows = asyncio.run(_report(url, start, end, by, resource))
     except (SQLAlchemyError, OSError) as exc:
         reason = str(getattr(exc, "orig", None) or exc)
-        hint = " (run `kuota migrate` first)" if "no such table" in reason or "does not exist" in reason else ""
+        no_schema = "no such table" in reason or ("relation" in reason and "does not exist" in reason)
+        hint = " (run `kuota migrate` first)" if no_schema else ""
         fail(f"cannot read the ledger at {shown(url)}{hint}: {reason}", code=1)
     if output is Output.csv:
         _write_csv(rows, by)
