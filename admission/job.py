@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple, TypeGuard
 from urllib.parse import urlsplit
 
 from admission.labels import (
@@ -67,9 +67,11 @@ class JobError(ValueError):
         super().__init__("; ".join(p.message for p in self.problems))
 
 
-@dataclass(frozen=True, slots=True)
-class RequestedNames:
-    """The queue and priority class a Job names in its labels (kuota's labels first, then Kueue's)."""
+class RequestedNames(NamedTuple):
+    """The queue and priority class a Job names in its labels (kuota's labels first, then Kueue's).
+
+    These small results are named tuples rather than dataclasses: they are made for every Job the webhooks see.
+    """
 
     queue: str | None
     queue_label: str | None
@@ -77,11 +79,10 @@ class RequestedNames:
     priority_label: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class JobConversion:
+class JobConversion(NamedTuple):
     workload: Workload | None
     problems: tuple[JobProblem, ...] = ()
-    names: RequestedNames = field(default_factory=lambda: RequestedNames(None, None, None, None))
+    names: RequestedNames = RequestedNames(None, None, None, None)
 
 
 # -- the quota file, indexed for lookups per Job ------------------------------------------------------------------
@@ -157,8 +158,13 @@ def config_index(config: QuotaConfig) -> ConfigIndex:
 # -- what a Job names ---------------------------------------------------------------------------------------------
 
 
+def _is_map(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    # Bodies are parsed JSON, so nearly always plain dicts: checking that first skips the slow ABC check.
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if _is_map(value) else {}
 
 
 def job_labels(job: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -202,12 +208,15 @@ def is_label_value(value: str) -> bool:
     return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
 
 
-def resolve_priority_class(job: Mapping[str, Any], config: QuotaConfig) -> PriorityClass | None:
+def resolve_priority_class(
+    job: Mapping[str, Any], config: QuotaConfig, names: RequestedNames | None = None
+) -> PriorityClass | None:
     """semantics.md's order: the label, else the pod template's priorityClassName if configured, else the default.
 
-    Raises JobError when the label names a class the quota file does not have.
+    Raises JobError when the label names a class the quota file does not have. `names` saves reading them again.
     """
-    priority_class, problem = _priority_class(job, requested_names(job), config_index(config))
+    names = names if names is not None else requested_names(job)
+    priority_class, problem = _priority_class(job, names, config_index(config))
     if problem is not None:
         raise JobError([problem])
     return priority_class
@@ -237,16 +246,43 @@ def _priority_class(
 # -- resources ----------------------------------------------------------------------------------------------------
 
 
+_QUANTITY_TYPES = (str, int, float)
+
+
 @lru_cache(maxsize=4096)
-def _parse_quantity(value: str | int | float) -> int:
-    return parse_quantity(value)
+def _milli(raw: str | int | float) -> int | None:
+    """A quantity's milli-units, None when it is not one or is negative. Cached: the same few strings recur."""
+    try:
+        milli = parse_quantity(raw)
+    except (QuantityError, ValueError, OverflowError):
+        return None
+    return milli if milli >= 0 else None
+
+
+def _quantity(raw: Any, path: str, problems: list[JobProblem]) -> int | None:
+    milli = _milli(raw) if type(raw) in _QUANTITY_TYPES else None
+    if milli is None:
+        problems.append(_quantity_problem(raw, path))
+    return milli
+
+
+def _quantity_problem(raw: Any, path: str) -> JobProblem:
+    if type(raw) in _QUANTITY_TYPES and str(raw).strip().startswith("-"):
+        return JobProblem(
+            JobProblemKind.BAD_QUANTITY, path, f"{path} is {_short(raw)}, which is negative; give 0 or more"
+        )
+    return JobProblem(
+        JobProblemKind.BAD_QUANTITY,
+        path,
+        f"{path} is {_short(raw)}, which is not a Kubernetes quantity; use one such as 500m, 2, 1.5 or 4Gi",
+    )
 
 
 def _quantities(resources: Any, path: str, problems: list[JobProblem]) -> dict[str, int]:
     """`resources` of one container as effective requests: requests, and limits where no request is given."""
     if resources is None:
         return {}
-    if not isinstance(resources, Mapping):
+    if not _is_map(resources):
         problems.append(_not_a("an object", path))
         return {}
     out: dict[str, int] = {}
@@ -254,40 +290,17 @@ def _quantities(resources: Any, path: str, problems: list[JobProblem]) -> dict[s
         values = resources.get(part)
         if values is None:
             continue
-        if not isinstance(values, Mapping):
+        if not _is_map(values):
             problems.append(_not_a("an object", f"{path}.{part}"))
             continue
         for resource, raw in values.items():
-            milli = _quantity(raw, f"{path}.{part}[{resource}]", problems)
+            milli = _milli(raw) if type(raw) in _QUANTITY_TYPES else None
+            if milli is None:
+                problems.append(_quantity_problem(raw, f"{path}.{part}[{resource}]"))
             # A request given explicitly wins over the limit, as in Kubernetes.
-            if milli is not None and not (part == "limits" and resource in out):
+            elif part == "requests" or resource not in out:
                 out[str(resource)] = milli
     return out
-
-
-def _quantity(raw: Any, path: str, problems: list[JobProblem]) -> int | None:
-    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
-        problems.append(_bad_quantity(raw, path))
-        return None
-    try:
-        milli = _parse_quantity(raw)
-    except (QuantityError, ValueError, OverflowError):
-        problems.append(_bad_quantity(raw, path))
-        return None
-    if milli < 0:
-        problems.append(
-            JobProblem(JobProblemKind.BAD_QUANTITY, path, f"{path} is {raw!r}, which is negative; give 0 or more")
-        )
-        return None
-    return milli
-
-
-def _bad_quantity(raw: Any, path: str) -> JobProblem:
-    return JobProblem(
-        JobProblemKind.BAD_QUANTITY,
-        path,
-        f"{path} is {_short(raw)}, which is not a Kubernetes quantity; use one such as 500m, 2, 1.5 or 4Gi",
-    )
 
 
 def _add(total: dict[str, int], extra: Mapping[str, int]) -> None:
@@ -309,7 +322,7 @@ def _containers(pod: Mapping[str, Any], key: str, path: str, problems: list[JobP
         problems.append(_not_a("a list", f"{path}.{key}"))
         return
     for i, container in enumerate(containers):
-        if not isinstance(container, Mapping):
+        if not _is_map(container):
             problems.append(_not_a("an object", f"{path}.{key}[{i}]"))
             continue
         yield i, container
@@ -319,9 +332,9 @@ def pod_requests(pod: Mapping[str, Any], path: str = "spec.template.spec") -> tu
     """Per-pod requests in milli-units by Kubernetes' effective-request rule.
 
     max(sum of the containers plus sidecars, the largest init container plus the sidecars started before it),
-    per resource, plus the pod's overhead. Sidecars are init containers with `restartPolicy: Always`; they run for
-    the pod's lifetime. A resource given only as a limit counts as requested at its limit, which is how GPUs are
-    usually asked for.
+    per resource, or the pod-level request where one is given, plus the pod's overhead. Sidecars are init
+    containers with `restartPolicy: Always`; they run for the pod's lifetime. A resource given only as a limit
+    counts as requested at its limit, which is how GPUs are usually asked for.
     """
     problems: list[JobProblem] = []
     total: dict[str, int] = {}
@@ -340,9 +353,13 @@ def pod_requests(pod: Mapping[str, Any], path: str = "spec.template.spec") -> tu
             _add(during, sidecars)
             _max_into(init_peak, during)
     _max_into(total, init_peak)
+    # Pod-level resources (Kubernetes 1.32+) replace the containers' sum for the resources they name.
+    for resource, value in _quantities(pod.get("resources"), f"{path}.resources", problems).items():
+        if resource in ("cpu", "memory") or resource.startswith("hugepages-"):
+            total[resource] = value
     overhead = pod.get("overhead")
     if overhead is not None:
-        if isinstance(overhead, Mapping):
+        if _is_map(overhead):
             for resource, raw in overhead.items():
                 milli = _quantity(raw, f"{path}.overhead[{resource}]", problems)
                 if milli is not None:
@@ -417,18 +434,21 @@ def _min_count(annotations: Mapping[str, Any], count: int, problems: list[JobPro
     return None
 
 
+@lru_cache(maxsize=1024)
+def _is_http_url(text: str) -> bool:
+    try:
+        parts = urlsplit(text.strip())
+        return parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        return False
+
+
 def checkpoint_url_problem(job: Mapping[str, Any]) -> JobProblem | None:
     raw = job_annotations(job).get(CHECKPOINT_URL)
     if raw is None:
         return None
-    if isinstance(raw, str):
-        try:
-            parts = urlsplit(raw.strip())
-            ok = parts.scheme in ("http", "https") and bool(parts.hostname)
-        except ValueError:
-            ok = False
-        if ok:
-            return None
+    if isinstance(raw, str) and _is_http_url(raw):
+        return None
     return JobProblem(
         JobProblemKind.BAD_CHECKPOINT_URL,
         f"metadata.annotations[{CHECKPOINT_URL}]",
@@ -499,8 +519,7 @@ def _queue(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class QueueResolution:
+class QueueResolution(NamedTuple):
     queue: str | None
     """`namespace/name` of the queue the Job goes to, or None."""
     name: str | None
@@ -509,12 +528,14 @@ class QueueResolution:
     problem: JobProblem | None
 
 
-def resolve_queue(job: Mapping[str, Any], config: QuotaConfig, namespace: str) -> QueueResolution:
+def resolve_queue(
+    job: Mapping[str, Any], config: QuotaConfig, namespace: str, names: RequestedNames | None = None
+) -> QueueResolution:
     """The queue a Job goes to: the one its labels name, else its managed namespace's default queue.
 
-    No queue and no problem means kuota does not manage the Job.
+    No queue and no problem means kuota does not manage the Job. `names` saves reading them again.
     """
-    names = requested_names(job)
+    names = names if names is not None else requested_names(job)
     index = config_index(config)
     queue, team, problem = _queue(names, namespace, index)
     name = names.queue if names.queue is not None else index.default_queue(namespace)
@@ -528,8 +549,12 @@ def structure_problems(job: Any) -> list[JobProblem]:
 
 def _created_at(metadata: Mapping[str, Any]) -> int:
     raw = metadata.get("creationTimestamp")
-    if not isinstance(raw, str):
-        return 0
+    return _epoch_ms(raw) if isinstance(raw, str) else 0
+
+
+@lru_cache(maxsize=256)
+def _epoch_ms(raw: str) -> int:
+    """RFC 3339 to Unix milliseconds, 0 when unreadable. Cached: Jobs created together share the second."""
     try:
         moment = datetime.fromisoformat(raw)
     except ValueError:
@@ -543,32 +568,30 @@ def _created_at(metadata: Mapping[str, Any]) -> int:
 def _structure(job: Any) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any], list[JobProblem]]:
     """(metadata, spec, pod spec) of a Job, with a problem for each part of the wrong type."""
     problems: list[JobProblem] = []
-    if not isinstance(job, Mapping):
+    if not _is_map(job):
         return {}, {}, {}, [_not_a("an object", "the object")]
     metadata, spec = job.get("metadata"), job.get("spec")
-    if metadata is not None and not isinstance(metadata, Mapping):
+    if metadata is not None and not _is_map(metadata):
         problems.append(_not_a("an object", "metadata"))
         metadata = {}
-    if spec is not None and not isinstance(spec, Mapping):
+    if spec is not None and not _is_map(spec):
         problems.append(_not_a("an object", "spec"))
         return metadata or {}, {}, {}, problems
     metadata, spec = metadata or {}, spec or {}
     for key in ("labels", "annotations"):
         value = metadata.get(key)
-        if value is not None and not (isinstance(value, Mapping) and all(isinstance(v, str) for v in value.values())):
+        if value is not None and not (_is_map(value) and all(isinstance(v, str) for v in value.values())):
             problems.append(_not_a("a map of strings", f"metadata.{key}"))
     template = spec.get("template")
     pod: Any = _mapping(template).get("spec")
-    if not isinstance(template, Mapping):
+    if not _is_map(template):
         problems.append(_not_a("an object", "spec.template"))
         pod = {}
-    elif not isinstance(pod, Mapping):
+    elif not _is_map(pod):
         problems.append(_not_a("an object", "spec.template.spec"))
         pod = {}
     selector = pod.get("nodeSelector")
-    if selector is not None and not (
-        isinstance(selector, Mapping) and all(isinstance(v, str) for v in selector.values())
-    ):
+    if selector is not None and not (_is_map(selector) and all(isinstance(v, str) for v in selector.values())):
         problems.append(_not_a("a map of strings", "spec.template.spec.nodeSelector"))
     return metadata, spec, pod, problems
 
@@ -580,8 +603,10 @@ def convert_job(job: Mapping[str, Any], config: QuotaConfig, namespace: str | No
     kuota does not manage (no queue, namespace not managed) converts to no workload and no problem.
     """
     metadata, spec, pod, problems = _structure(job)
-    names = requested_names(job) if isinstance(job, Mapping) else RequestedNames(None, None, None, None)
-    namespace = namespace or job_namespace(job if isinstance(job, Mapping) else {})
+    if not _is_map(job):
+        return JobConversion(None, tuple(problems))
+    names = requested_names(job)
+    namespace = namespace or job_namespace(job)
     if namespace is None:
         problems.append(
             JobProblem(
@@ -623,14 +648,14 @@ def convert_job(job: Mapping[str, Any], config: QuotaConfig, namespace: str | No
                 count=count,
                 requests=requests,
                 min_count=min_count,
-                node_selector={str(k): v for k, v in selector.items()},
+                node_selector=dict(selector),
             ),
         ),
         created_at=_created_at(metadata),
         queue=queue,
         priority_class=priority_class.name if priority_class is not None else None,
         preemptible=priority_class.preemptible if priority_class is not None else True,
-        labels={str(k): v for k, v in labels.items()},
+        labels=dict(labels),
     )
     return JobConversion(workload, (), names)
 

@@ -13,19 +13,35 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from admission.labels import MIN_PARALLELISM
-from admission.workload import FlavorResource, PodSet, Workload
+from admission.workload import PodSet, Workload
 from quota.config import QuotaConfig
 from quota.quantity import format_resource
-from quota.tree import QuotaTree, ResourceGroupSpec
+from quota.tree import QuotaTree
+
+_MAX_ANSWERS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorCapacity:
+    name: str
+    labels: Mapping[str, str]
+    maximum: Mapping[str, int]
+    """Per resource of the group, the most the team could ever hold of it on this flavor."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCapacity:
+    resources: tuple[str, ...]
+    flavors: tuple[FlavorCapacity, ...]
+    label_keys: frozenset[str]
+    """Node labels the group's flavors set: only these in a nodeSelector rule a flavor in or out."""
 
 
 @dataclass(frozen=True, slots=True)
 class TeamCapacity:
     name: str
-    groups: tuple[ResourceGroupSpec, ...]
+    groups: tuple[GroupCapacity, ...]
     group_of: Mapping[str, int]
-    maximum: Mapping[FlavorResource, int]
-    """The most the team could ever hold of each flavor/resource it has quota for."""
 
 
 class Capacity:
@@ -33,16 +49,26 @@ class Capacity:
 
     def __init__(self, config: QuotaConfig) -> None:
         tree = QuotaTree.from_config(config)
-        self.flavor_labels = {f.name: dict(f.node_labels) for f in config.flavors}
+        labels = {f.name: dict(f.node_labels) for f in config.flavors}
         self.teams: dict[str, TeamCapacity] = {}
         for name, node in tree.teams.items():
-            maximum = {
-                (flavor, resource): tree.potential_available(node, (flavor, resource))
+            groups = tuple(
+                GroupCapacity(
+                    resources=group.resources,
+                    flavors=tuple(
+                        FlavorCapacity(
+                            flavor,
+                            labels.get(flavor, {}),
+                            {r: tree.potential_available(node, (flavor, r)) for r in group.resources},
+                        )
+                        for flavor in group.flavors
+                    ),
+                    label_keys=frozenset(k for f in group.flavors for k in labels.get(f, {})),
+                )
                 for group in node.groups
-                for flavor in group.flavors
-                for resource in group.resources
-            }
-            self.teams[name] = TeamCapacity(name, node.groups, dict(node.group_of), maximum)
+            )
+            self.teams[name] = TeamCapacity(name, groups, dict(node.group_of))
+        self._answers: dict[tuple[object, ...], str | None] = {}
 
     def never_fits(self, workload: Workload) -> str | None:
         """Why `workload` can never be admitted (what is short, and what to do), or None when it could be."""
@@ -50,10 +76,28 @@ class Capacity:
         if team is None:
             return None
         for pod_set in workload.pod_sets:
-            reason = self._pod_set_never_fits(team, pod_set)
+            reason = self._pod_set_never_fits_cached(team, pod_set)
             if reason is not None:
                 return reason
         return None
+
+    def _pod_set_never_fits_cached(self, team: TeamCapacity, pod_set: PodSet) -> str | None:
+        # Jobs come in families (sweeps, arrays, the same manifest resubmitted): one answer per shape and team.
+        key = (
+            team.name,
+            pod_set.count,
+            pod_set.min_count,
+            tuple(pod_set.requests.items()),
+            tuple(pod_set.node_selector.items()),
+        )
+        try:
+            return self._answers[key]
+        except KeyError:
+            pass
+        if len(self._answers) >= _MAX_ANSWERS:
+            self._answers.clear()
+        reason = self._answers[key] = self._pod_set_never_fits(team, pod_set)
+        return reason
 
     def _pod_set_never_fits(self, team: TeamCapacity, pod_set: PodSet) -> str | None:
         # The smallest count kuota could admit is what has to fit: partial admission may go down to minCount.
@@ -78,35 +122,32 @@ class Capacity:
                 return reason
         return None
 
+    @staticmethod
     def _group_never_fits(
-        self, team: TeamCapacity, group: ResourceGroupSpec, wanted: Mapping[str, int], pod_set: PodSet, count: int
+        team: TeamCapacity, group: GroupCapacity, wanted: Mapping[str, int], pod_set: PodSet, count: int
     ) -> str | None:
-        label_keys = {k for f in group.flavors for k in self.flavor_labels.get(f, {})}
-        selector = {k: v for k, v in pod_set.node_selector.items() if k in label_keys}
-        flavors = [
-            f for f in group.flavors if all(self.flavor_labels.get(f, {}).get(k) == v for k, v in selector.items())
-        ]
+        selector = {k: v for k, v in pod_set.node_selector.items() if k in group.label_keys}
+        flavors = [f for f in group.flavors if all(f.labels.get(k) == v for k, v in selector.items())]
+        if any(all(f.maximum.get(r, 0) >= v for r, v in wanted.items()) for f in flavors):
+            return None
         if not flavors:
-            wanted_text = ", ".join(sorted(wanted))
             asked = ", ".join(f"{k}={v}" for k, v in sorted(selector.items()))
             offered = "; ".join(
-                f"{f}: " + ", ".join(f"{k}={self.flavor_labels.get(f, {}).get(k, '(unset)')}" for k in sorted(selector))
+                f"{f.name}: " + ", ".join(f"{k}={f.labels.get(k, '(unset)')}" for k in sorted(selector))
                 for f in group.flavors
             )
             return (
-                f"the Job's nodeSelector {asked} matches none of team {team.name}'s flavors for {wanted_text} "
-                f"({offered}); change the nodeSelector to one of those, or remove it"
+                f"the Job's nodeSelector {asked} matches none of team {team.name}'s flavors for "
+                f"{', '.join(sorted(wanted))} ({offered}); change the nodeSelector to one of those, or remove it"
             )
-        if any(all(team.maximum.get((f, r), 0) >= v for r, v in wanted.items()) for f in flavors):
-            return None
         for resource, value in wanted.items():
-            best = max(team.maximum.get((f, resource), 0) for f in flavors)
+            best = max(f.maximum.get(resource, 0) for f in flavors)
             if best < value:
-                return self._too_big(team, flavors, resource, value, pod_set, count, best)
+                return _too_big(team, flavors, resource, value, pod_set, count, best)
         # Each resource fits in some flavor, but no one flavor holds them all, and a group's resources share one.
         need = ", ".join(f"{format_resource(r, v)} {r}" for r, v in sorted(wanted.items()))
         per_flavor = "; ".join(
-            f"{f}: " + ", ".join(f"{format_resource(r, team.maximum.get((f, r), 0))} {r}" for r in sorted(wanted))
+            f"{f.name}: " + ", ".join(f"{format_resource(r, f.maximum.get(r, 0))} {r}" for r in sorted(wanted))
             for f in flavors
         )
         return (
@@ -115,21 +156,27 @@ class Capacity:
             f"or use a queue of a team with more quota"
         )
 
-    @staticmethod
-    def _too_big(
-        team: TeamCapacity, flavors: list[str], resource: str, value: int, pod_set: PodSet, count: int, best: int
-    ) -> str:
-        per_pod = pod_set.requests.get(resource, 1000 if resource == "pods" else 0)
-        how = f"{count} pod{'s' if count != 1 else ''} × {format_resource(resource, per_pod)}"
-        if pod_set.min_count is not None:
-            how += f", already at its {MIN_PARALLELISM}"
-        per_flavor = ", ".join(f"{f}: {format_resource(resource, team.maximum.get((f, resource), 0))}" for f in flavors)
-        if pod_set.min_count is None:
-            remedy = f"lower spec.parallelism or the per-pod request, set {MIN_PARALLELISM} to start with fewer pods"
-        else:
-            remedy = f"lower {MIN_PARALLELISM} or the per-pod request"
-        return (
-            f"this Job needs {format_resource(resource, value)} {resource} in total ({how}), but team {team.name} "
-            f"can never hold more than {format_resource(resource, best)} of it ({per_flavor}); "
-            f"{remedy}, or use a queue of a team with more quota"
-        )
+
+def _too_big(
+    team: TeamCapacity,
+    flavors: list[FlavorCapacity],
+    resource: str,
+    value: int,
+    pod_set: PodSet,
+    count: int,
+    best: int,
+) -> str:
+    per_pod = pod_set.requests.get(resource, 1000 if resource == "pods" else 0)
+    how = f"{count} pod{'s' if count != 1 else ''} × {format_resource(resource, per_pod)}"
+    if pod_set.min_count is not None:
+        how += f", already at its {MIN_PARALLELISM}"
+    per_flavor = ", ".join(f"{f.name}: {format_resource(resource, f.maximum.get(resource, 0))}" for f in flavors)
+    if pod_set.min_count is None:
+        remedy = f"lower spec.parallelism or the per-pod request, set {MIN_PARALLELISM} to start with fewer pods"
+    else:
+        remedy = f"lower {MIN_PARALLELISM} or the per-pod request"
+    return (
+        f"this Job needs {format_resource(resource, value)} {resource} in total ({how}), but team {team.name} "
+        f"can never hold more than {format_resource(resource, best)} of it ({per_flavor}); "
+        f"{remedy}, or use a queue of a team with more quota"
+    )

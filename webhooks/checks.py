@@ -7,15 +7,11 @@ from collections.abc import Mapping, Sequence
 from admission.job import JobProblem, JobProblemKind, job_namespace
 from webhooks.review import AdmissionRequest, Decision, deny
 
-_JOB_KIND = {"group": "batch", "version": "v1", "kind": "Job"}
-
 
 def not_a_job_kind(request: AdmissionRequest) -> Decision | None:
     """A denial when the review is about something other than a batch/v1 Job (a misconfigured rule)."""
     kind = request.kind
-    if not kind:
-        return None
-    if all(kind.get(key) == value for key, value in _JOB_KIND.items()):
+    if not kind or (kind.get("kind") == "Job" and kind.get("group") == "batch" and kind.get("version") == "v1"):
         return None
     got = f"{kind.get('group') or 'core'}/{kind.get('version')} {kind.get('kind')}"
     return deny(

@@ -42,20 +42,20 @@ def mutate_job(request: AdmissionRequest, state: WebhookState) -> Decision:
     names = requested_names(job)
     if names.queue is None and (namespace is None or not view.index.managed(namespace)):
         return ALLOW
+    labels = job_labels(job)
     stamps: dict[str, str] = {}
     warnings: list[str] = []
     if namespace is not None:
-        resolution = resolve_queue(job, view.config, namespace)
+        resolution = resolve_queue(job, view.config, namespace, names)
         if resolution.problem is not None and resolution.problem.kind is JobProblemKind.INVALID_QUEUE_NAME:
             return problems_denial([resolution.problem])
-        if resolution.name is not None and job_labels(job).get(QUEUE_LABEL) != resolution.name:
+        if resolution.name is not None and labels.get(QUEUE_LABEL) != resolution.name:
             stamps[QUEUE_LABEL] = resolution.name
-    labels = job_labels(job)
     kueue_queue = labels.get(KUEUE_QUEUE_LABEL)
     if names.queue_label == QUEUE_LABEL and kueue_queue is not None and kueue_queue != names.queue:
         warnings.append(f"labels {QUEUE_LABEL} and {KUEUE_QUEUE_LABEL} disagree; kuota uses {QUEUE_LABEL}")
     try:
-        priority_class = resolve_priority_class(job, view.config)
+        priority_class = resolve_priority_class(job, view.config, names)
     except ValueError:
         priority_class = None  # an unknown class is the validating webhook's to deny, with its message
     if priority_class is not None and labels.get(PRIORITY_LABEL) != priority_class.name:

@@ -24,7 +24,7 @@ class ReviewError(ValueError):
     """The body cannot be read as an AdmissionReview v1 request."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AdmissionRequest:
     uid: str
     operation: str

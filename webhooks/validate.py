@@ -14,12 +14,14 @@ Two kinds of rule, checked in this order:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from admission.job import (
     JobConversion,
+    JobProblemKind,
+    RequestedNames,
     convert_job,
-    is_managed,
     job_annotations,
     pod_count,
     requested_names,
@@ -46,88 +48,92 @@ def validate_job(request: AdmissionRequest, state: WebhookState) -> Decision:
     wrong_kind = not_a_job_kind(request)
     if wrong_kind is not None:
         return wrong_kind
-    job = request.object
-    problems = structure_problems(job)
-    if problems:
-        return problems_denial(problems)
-    old: Job | None = None
-    if request.operation == "UPDATE":
-        if structure_problems(request.old_object):
-            return deny(
-                "this UPDATE review carries no readable previous Job in oldObject; send the Job as stored",
-                code=400,
-                reason="BadRequest",
-            )
-        old = request.old_object
-    namespace = request_namespace(request)
     view = state.view
-    managed_before = old is not None and is_managed(old, view.config, namespace)
-    if not managed_before and not is_managed(job, view.config, namespace):
+    namespace = request_namespace(request)
+    conversion = convert_job(request.object, view.config, namespace)
+    unreadable = [p for p in conversion.problems if p.kind is JobProblemKind.NOT_A_JOB]
+    if unreadable:
+        return problems_denial(unreadable)
+    if request.operation == "UPDATE" and structure_problems(request.old_object):
+        return deny(
+            "this UPDATE review carries no readable previous Job in oldObject; send the Job as stored",
+            code=400,
+            reason="BadRequest",
+        )
+    job = _Seen.of(request.object, conversion.names, view, namespace)
+    old = None
+    if request.operation == "UPDATE":
+        old = _Seen.of(request.old_object, requested_names(request.old_object), view, namespace)
+    if not job.managed and not (old is not None and old.managed):
         return ALLOW
     if request.username == state.service_account:
         if old is not None:
             return ALLOW  # kuota carrying out its own decisions (start, evict, stamp the flavor)
     else:
-        denial = _who_may(job, old, view, namespace)
+        denial = _who_may(job, old)
         if denial is not None:
             return denial
-    return _what_is_asked(job, old, view, namespace)
+    return _what_is_asked(conversion, old, view, namespace)
+
+
+@dataclass(slots=True)
+class _Seen:
+    """What the rules read from one Job, read once."""
+
+    body: Job
+    names: RequestedNames
+    queue: str | None
+    """The queue name it goes to: its label's, else its managed namespace's default."""
+    managed: bool
+    annotations: Mapping[str, Any]
+    suspended: bool
+
+    @classmethod
+    def of(cls, body: Job, names: RequestedNames, view: ConfigView, namespace: str | None) -> _Seen:
+        queue = names.queue
+        managed = queue is not None or (namespace is not None and view.index.managed(namespace))
+        if queue is None and namespace is not None:
+            queue = view.index.default_queue(namespace)
+        spec = body.get("spec")
+        suspended = isinstance(spec, Mapping) and spec.get("suspend") is True
+        return cls(body, names, queue, managed, job_annotations(body), suspended)
 
 
 # -- who may do what ----------------------------------------------------------------------------------------------
 
 
-def _suspended(job: Job) -> bool:
-    spec = job.get("spec")
-    return isinstance(spec, Mapping) and spec.get("suspend") is True
-
-
-def _queue_name(job: Job, view: ConfigView, namespace: str | None) -> str | None:
-    name = requested_names(job).queue
-    if name is None and namespace is not None:
-        name = view.index.default_queue(namespace)
-    return name
-
-
-def _who_may(job: Job, old: Job | None, view: ConfigView, namespace: str | None) -> Decision | None:
-    new_names = requested_names(job)
-    if old is not None:
-        old_names = requested_names(old)
-        if old_names.queue is not None and not is_managed(job, view.config, namespace):
-            return deny(
-                f"removing label {old_names.queue_label} would take this Job out of kuota's queue "
-                f"{old_names.queue!r}; put the label back, or delete the Job if it should not run"
-            )
-    annotations = job_annotations(job)
-    old_annotations = job_annotations(old) if old is not None else {}
+def _who_may(job: _Seen, old: _Seen | None) -> Decision | None:
+    if old is not None and old.names.queue is not None and not job.managed:
+        return deny(
+            f"removing label {old.names.queue_label} would take this Job out of kuota's queue "
+            f"{old.names.queue!r}; put the label back, or delete the Job if it should not run"
+        )
     for key in KUOTA_OWNED_ANNOTATIONS:
-        if annotations.get(key) != old_annotations.get(key):
+        if job.annotations.get(key) != (old.annotations.get(key) if old is not None else None):
             remedy = "remove it from the manifest" if old is None else "leave it as kuota set it"
             return deny(f"annotation {key} is set by kuota only (it records what kuota did with this Job); {remedy}")
-    if old is not None and ADMITTED_FLAVOR in old_annotations:
-        old_queue, new_queue = _queue_name(old, view, namespace), _queue_name(job, view, namespace)
-        if new_queue != old_queue:
+    if old is not None and ADMITTED_FLAVOR in old.annotations:
+        if job.queue != old.queue:
             return deny(
-                f"this Job was admitted from queue {old_queue!r} and cannot move to {new_queue!r} while admitted; "
+                f"this Job was admitted from queue {old.queue!r} and cannot move to {job.queue!r} while admitted; "
                 "keep its queue, or delete the Job and submit it again to the other queue"
             )
-        old_class = requested_names(old).priority_class
-        if new_names.priority_class != old_class:
+        if job.names.priority_class != old.names.priority_class:
             return deny(
-                f"this Job was admitted with priority class {old_class!r} and cannot change to "
-                f"{new_names.priority_class!r} while admitted; keep the class, or delete the Job and submit it again"
+                f"this Job was admitted with priority class {old.names.priority_class!r} and cannot change to "
+                f"{job.names.priority_class!r} while admitted; keep the class, or delete the Job and submit it again"
             )
-        old_count, new_count = pod_count(old), pod_count(job)
-        if new_count > old_count and not _suspended(job):
+        old_count, new_count = pod_count(old.body), pod_count(job.body)
+        if new_count > old_count and not job.suspended:
             return deny(
                 f"kuota admitted this Job for {old_count} pods at once and it cannot grow to {new_count} while it "
                 f"runs; keep spec.parallelism at {old_count} or less, or delete the Job and submit it again"
             )
-    if not _suspended(job) and (old is None or _suspended(old)):
-        queue = _queue_name(job, view, namespace)
+    if not job.suspended and (old is None or old.suspended):
         return deny(
-            f"only kuota may start this Job: it waits in queue {queue!r} and kuota sets spec.suspend to false when "
-            "it is admitted; leave spec.suspend: true (or leave it out) and kuota will start the Job when quota allows"
+            f"only kuota may start this Job: it waits in queue {job.queue!r} and kuota sets spec.suspend to false "
+            "when it is admitted; leave spec.suspend: true (or leave it out) and kuota will start the Job when "
+            "quota allows"
         )
     return None
 
@@ -135,9 +141,8 @@ def _who_may(job: Job, old: Job | None, view: ConfigView, namespace: str | None)
 # -- what the Job asks for ----------------------------------------------------------------------------------------
 
 
-def _what_is_asked(job: Job, old: Job | None, view: ConfigView, namespace: str | None) -> Decision:
-    conversion = convert_job(job, view.config, namespace)
-    before: JobConversion | None = convert_job(old, view.config, namespace) if old is not None else None
+def _what_is_asked(conversion: JobConversion, old: _Seen | None, view: ConfigView, namespace: str | None) -> Decision:
+    before = convert_job(old.body, view.config, namespace) if old is not None else None
     problems = [p for p in conversion.problems if before is None or p not in before.problems]
     if problems:
         return problems_denial(problems)
