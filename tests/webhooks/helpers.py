@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from quota.config import QuotaConfig
 from quota.loader import load_config_file
 from webhooks.app import answer
 from webhooks.mutate import mutate_job
@@ -30,8 +31,13 @@ USER = "alice@example.org"
 Job = dict[str, Any]
 
 
+@functools.lru_cache
+def quota_config() -> QuotaConfig:
+    return load_config_file(QUOTA_FILE)
+
+
 def load_quota_state(**kwargs: Any) -> WebhookState:
-    return WebhookState(load_config_file(QUOTA_FILE), **kwargs)
+    return WebhookState(quota_config(), **kwargs)
 
 
 @functools.lru_cache

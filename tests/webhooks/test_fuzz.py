@@ -27,7 +27,7 @@ scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False,
 json_values = st.recursive(
     scalars,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
-    max_leaves=16,
+    max_leaves=8,
 )
 
 BASES = [
@@ -65,8 +65,8 @@ def replaced(document: Any, path: tuple[Any, ...], value: Any) -> Any:
 @st.composite
 def damaged_jobs(draw: st.DrawFn) -> Any:
     job = draw(st.sampled_from(BASES))
-    for _ in range(draw(st.integers(1, 3))):
-        job = replaced(job, draw(st.sampled_from(paths(job))), draw(json_values))
+    for _ in range(draw(st.integers(1, 2))):
+        job = replaced(job, draw(st.sampled_from(paths(job)[1:])), draw(json_values))
     return job
 
 
@@ -140,7 +140,7 @@ def test_reviews_of_damaged_jobs(job: Any, old: Any, operation: str) -> None:
 @given(st.data())
 def test_damaged_reviews(data: st.DataObject) -> None:
     body = copy.deepcopy(UPDATE_REVIEW)
-    for _ in range(data.draw(st.integers(1, 3))):
+    for _ in range(data.draw(st.integers(1, 2))):
         body = replaced(body, data.draw(st.sampled_from(paths(body))), data.draw(json_values))
     if not isinstance(body, dict):
         body = {"request": body}
