@@ -32,8 +32,6 @@ VALIDATE_PATH = "/validate/batch/v1/job"
 #: Object and oldObject of a Job near etcd's 1.5 MiB limit, with room for the review around them.
 MAX_BODY_BYTES = 8 * 1024 * 1024
 
-STATE_KEY: web.AppKey[WebhookState] = web.AppKey("kuota_webhook_state", WebhookState)
-
 Rule = Callable[[AdmissionRequest, WebhookState], Decision]
 
 log = structlog.get_logger("kuota.webhook")
@@ -41,7 +39,6 @@ log = structlog.get_logger("kuota.webhook")
 
 def make_app(state: WebhookState) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    app[STATE_KEY] = state
     app.router.add_post(MUTATE_PATH, _review_handler("mutate", mutate_job, state))
     app.router.add_post(VALIDATE_PATH, _review_handler("validate", validate_job, state))
     app.router.add_get("/healthz", _healthz)

@@ -60,17 +60,19 @@ class WebhookState:
 
     async def reload_if_changed(self) -> bool:
         """Load the quota file again if it changed; keep the current one if the new one is bad."""
-        if self.config_path is None:
+        path = self.config_path
+        if path is None:
             return False
-        signature = file_signature(self.config_path)
+        signature = file_signature(path)
         if signature is None or signature == self._signature:
             return False
         self._signature = signature
         try:
-            view = await asyncio.to_thread(lambda: ConfigView.of(load_config_file(self.config_path or Path())))
+            # Off the event loop: a large file takes a while to validate, and requests keep the old view meanwhile.
+            view = await asyncio.to_thread(lambda: ConfigView.of(load_config_file(path)))
         except ConfigError as exc:
-            log.error("quota file rejected; keeping the previous one", path=str(self.config_path), error=exc.render())
+            log.error("quota file rejected; keeping the previous one", path=str(path), error=exc.render())
             return False
         self.view = view
-        log.info("quota file reloaded", path=str(self.config_path), teams=len(view.config.teams))
+        log.info("quota file reloaded", path=str(path), teams=len(view.config.teams))
         return True

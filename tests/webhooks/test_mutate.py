@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from quota.loader import load_config_file
+from quota.loader import load_config_file, load_config_text
 from webhooks.state import WebhookState
 
 from .helpers import QUOTA_FILE, call, decode_patch, gpu_job, manifest, mutated, review
@@ -56,6 +56,12 @@ def test_default_queue_of_a_managed_namespace(state: WebhookState) -> None:
     result = mutated(state, gpu_job(queue=None))
     assert result["metadata"]["labels"]["kuota.dev/queue"] == "eidf018ns-user-queue"
     assert result["spec"]["suspend"] is True
+
+
+def test_default_queue_given_as_namespace_and_name() -> None:
+    text = QUOTA_FILE.read_text().replace("defaultQueue: eidf018ns-user-queue", "defaultQueue: eidf018ns/urgent")
+    state = WebhookState(load_config_text(text))
+    assert mutated(state, gpu_job(queue=None))["metadata"]["labels"]["kuota.dev/queue"] == "urgent"
 
 
 def test_labels_are_created_when_the_job_has_none(state: WebhookState) -> None:

@@ -68,6 +68,13 @@ def test_serve_runs_the_webhook_and_stops_cleanly_on_sigterm(tls_files: tuple[tr
         with urllib.request.urlopen(request, context=context, timeout=5) as resp:
             answer = json.loads(resp.read())
         assert answer["response"]["uid"] == "from-a-process" and answer["response"]["allowed"]
+        request = urllib.request.Request(
+            f"https://127.0.0.1:{port}/validate/batch/v1/job",
+            data=encode(review(manifest("kueue/jobs__sample-job.yaml"), uid="to-deny")),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, context=context, timeout=5) as resp:
+            assert json.loads(resp.read())["response"]["allowed"] is False
         process.send_signal(signal.SIGTERM)
         stdout, stderr = process.communicate(timeout=20)
     finally:
@@ -76,8 +83,10 @@ def test_serve_runs_the_webhook_and_stops_cleanly_on_sigterm(tls_files: tuple[tr
             process.communicate()
     assert process.returncode == 0, stderr
     assert stdout == b""  # logs go to stderr, as JSON lines
-    events = [json.loads(line)["event"] for line in stderr.decode().splitlines()]
-    assert events[0] == "webhook serving" and events[-1] == "webhook stopped"
+    lines = [json.loads(line) for line in stderr.decode().splitlines()]
+    assert lines[0]["event"] == "webhook serving" and lines[-1]["event"] == "webhook stopped"
+    (denied,) = [line for line in lines if line["event"] == "denied"]
+    assert denied["uid"] == "to-deny" and denied["level"] == "info" and "only kuota may start" in denied["message"]
 
 
 def test_bad_files_stop_serve_with_exit_2(tmp_path: Path, tls_files: tuple[trustme.CA, Path, Path]) -> None:
