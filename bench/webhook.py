@@ -350,9 +350,9 @@ def run_client(coroutine: Any) -> list[Result]:
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(coroutine)  # type: ignore[no-any-return]
+        return asyncio.run(coroutine)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(coroutine)  # type: ignore[no-any-return]
+        return runner.run(coroutine)
 
 
 def main() -> None:
