@@ -9,16 +9,20 @@ allowed review (the practical limit of the stack). A lean client in this process
 * at saturation (every connection back to back): reviews per second, latencies, and the server process's CPU time
   per review, which is kuota's cost independent of what the client on the same machine can drive.
 
+Both servers run side by side and every phase alternates between them in short rounds, so that changes in the
+machine's load during the run hit both alike. The server gets one CPU and the client the others where there are two.
+
 Targets: p99 ≤ 5 ms at 500 reviews/s; ≥ 2,000 reviews/s from one process at saturation; kuota's CPU per review
 within 1.5× the no-op's. Results are reported, not asserted.
 
-    .venv/bin/python bench/webhook.py [--rates 500,1000] [--seconds 5] [--connections 8]
+    .venv/bin/python bench/webhook.py [--rates 500,1000] [--seconds 6] [--rounds 3] [--connections 8]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import multiprocessing
 import os
@@ -172,11 +176,26 @@ def _noop_app(state: WebhookState) -> Any:
     return app
 
 
-def _serve(kind: str, cert: str, key: str, ready: Any, stop: Any) -> None:
+def pin(cpus: set[int]) -> None:
+    """Keep this process on `cpus` (Linux), so that server and client do not evict each other from the caches."""
+    if cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, cpus)
+
+
+def split_cpus() -> tuple[set[int], set[int]]:
+    """(server CPUs, client CPUs): one CPU for the server, the rest for the client; no pinning on one CPU."""
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if len(allowed) < 2:
+        return set(), set()
+    return {allowed[0]}, set(allowed[1:])
+
+
+def _serve(kind: str, cert: str, key: str, ready: Any, stop: Any, cpus: set[int]) -> None:
     import logging
 
     import structlog
 
+    pin(cpus)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     state = WebhookState(load_config_text(QUOTA))
     app = make_app(state) if kind == "kuota" else _noop_app(state)
@@ -239,7 +258,19 @@ class Result:
     errors: int
     seconds: float
     latencies: list[float]
-    cpu_per_review: float | None = None
+    cpu_seconds: float | None = None
+    """Server CPU time spent over the measurement (saturation only)."""
+
+    def merged(self, other: Result) -> Result:
+        cpu = None if self.cpu_seconds is None or other.cpu_seconds is None else self.cpu_seconds + other.cpu_seconds
+        return Result(
+            self.label,
+            self.sent + other.sent,
+            self.errors + other.errors,
+            self.seconds + other.seconds,
+            self.latencies + other.latencies,
+            cpu,
+        )
 
     def percentile(self, p: float) -> float:
         ordered = sorted(self.latencies)
@@ -249,10 +280,15 @@ class Result:
     def throughput(self) -> float:
         return len(self.latencies) / self.seconds
 
+    @property
+    def cpu_per_review(self) -> float | None:
+        return self.cpu_seconds / len(self.latencies) if self.cpu_seconds and self.latencies else None
+
     def line(self) -> str:
-        cpu = f"  server CPU {self.cpu_per_review * 1e6:6.0f} µs/review" if self.cpu_per_review else ""
+        per_review = self.cpu_per_review
+        cpu = f"  server CPU {per_review * 1e6:4.0f} µs/review" if per_review else ""
         return (
-            f"  {self.label:<22} {self.throughput:8.0f} reviews/s   p50 {self.percentile(50):6.2f} ms   "
+            f"  {self.label:<16} {self.throughput:6.0f} reviews/s   p50 {self.percentile(50):6.2f} ms   "
             f"p99 {self.percentile(99):6.2f} ms   p99.9 {self.percentile(99.9):6.2f} ms   "
             f"errors {self.errors}{cpu}"
         )
@@ -306,47 +342,52 @@ async def saturate(conns: list[Connection], requests: list[bytes], seconds: floa
     cpu_before, begin = cpu(), time.perf_counter()
     await asyncio.gather(*(worker(k, c) for k, c in enumerate(conns)))
     elapsed, cpu_after = time.perf_counter() - begin, cpu()
-    result = Result("saturation", len(latencies), errors, elapsed, latencies)
-    if cpu_before is not None and cpu_after is not None and latencies:
-        result.cpu_per_review = (cpu_after - cpu_before) / len(latencies)
-    return result
+    cpu_spent = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
+    return Result("saturation", len(latencies), errors, elapsed, latencies, cpu_spent)
 
 
 async def measure(
-    port: int, pid: int, context: ssl.SSLContext, args: argparse.Namespace, requests: list[bytes]
-) -> list[Result]:
-    conns = await connect(port, context, args.connections)
-    results = []
-    await saturate(conns, requests, 1.0, lambda: None)  # warm up: caches, TLS sessions, the allocator
-    for rate in args.rates:
-        results.append(await fixed_rate(conns, requests, rate, args.seconds))
-    sat_conns = conns + await connect(port, context, max(0, args.saturation_connections - len(conns)))
-    results.append(await saturate(sat_conns, requests, args.seconds, lambda: cpu_seconds(pid)))
-    for conn in sat_conns:
-        conn.writer.close()
+    servers: dict[str, tuple[int, int]], context: ssl.SSLContext, args: argparse.Namespace, requests: list[bytes]
+) -> dict[str, list[Result]]:
+    """Every phase in rounds that alternate between the servers, so that drift in the machine's load hits both."""
+    conns = {kind: await connect(port, context, args.connections) for kind, (port, _) in servers.items()}
+    extra = max(0, args.saturation_connections - args.connections)
+    saturating = {kind: conns[kind] + await connect(port, context, extra) for kind, (port, _) in servers.items()}
+    for kind in servers:
+        await saturate(saturating[kind], requests, 1.0, lambda: None)  # warm up: caches, TLS, the allocator
+    chunk = args.seconds / args.rounds
+    results: dict[str, list[Result]] = {kind: [] for kind in servers}
+    for rate in [*args.rates, None]:
+        merged: dict[str, Result] = {}
+        for _ in range(args.rounds):
+            for kind, (_, pid) in servers.items():
+                if rate is None:
+                    part = await saturate(saturating[kind], requests, chunk, functools.partial(cpu_seconds, pid))
+                else:
+                    part = await fixed_rate(conns[kind], requests, rate, chunk)
+                merged[kind] = merged[kind].merged(part) if kind in merged else part
+        for kind in servers:
+            results[kind].append(merged[kind])
+    for kind in servers:
+        for conn in saturating[kind]:
+            conn.writer.close()
     return results
 
 
-def run_server(kind: str, cert: Path, key: Path, context: ssl.SSLContext, args: argparse.Namespace) -> list[Result]:
+def start_server(kind: str, cert: Path, key: Path, cpus: set[int]) -> tuple[Any, int, Any]:
+    """(process, port, stop event) of a server of `kind` in a process of its own."""
     ctx = multiprocessing.get_context("spawn")
     ready_recv, ready_send = ctx.Pipe(duplex=False)
     stop = ctx.Event()
-    process = ctx.Process(target=_serve, args=(kind, str(cert), str(key), ready_send, stop), daemon=True)
+    process = ctx.Process(target=_serve, args=(kind, str(cert), str(key), ready_send, stop, cpus), daemon=True)
     process.start()
-    try:
-        if not ready_recv.poll(60):
-            raise SystemExit(f"the {kind} server did not start")
-        port = ready_recv.recv()
-        requests = reviews(256)
-        return run_client(measure(port, process.pid or 0, context, args, requests))
-    finally:
-        stop.set()
-        process.join(15)
-        if process.is_alive():
-            process.kill()
+    if not ready_recv.poll(60):
+        process.kill()
+        raise SystemExit(f"the {kind} server did not start")
+    return process, int(ready_recv.recv()), stop
 
 
-def run_client(coroutine: Any) -> list[Result]:
+def run_client(coroutine: Any) -> dict[str, list[Result]]:
     try:
         import uvloop
     except ImportError:
@@ -358,9 +399,10 @@ def run_client(coroutine: Any) -> list[Result]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rates", default="500,1000", help="fixed request rates, reviews per second")
-    parser.add_argument("--seconds", type=float, default=5.0, help="length of each measurement")
+    parser.add_argument("--seconds", type=float, default=6.0, help="length of each phase, per server")
     parser.add_argument("--connections", type=int, default=8, help="keep-alive connections at fixed rates")
     parser.add_argument("--saturation-connections", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3, help="alternations between the two servers per phase")
     args = parser.parse_args()
     args.rates = [float(r) for r in args.rates.split(",") if r]
 
@@ -371,12 +413,27 @@ def main() -> None:
         key.write_bytes(made.key_pem)
         ca.write_bytes(made.ca_pem)
         context = ssl.create_default_context(cafile=str(ca))
-        print(f"webhook benchmark: loopback HTTPS, keep-alive, {os.cpu_count()} CPUs, {args.seconds:.0f} s per phase")
-        by_kind = {}
-        for kind in ("noop", "kuota"):
-            started = time.perf_counter()
-            by_kind[kind] = run_server(kind, cert, key, context, args)
-            print(f"{kind} handler ({time.perf_counter() - started:.0f} s)")
+        server_cpus, client_cpus = split_cpus()
+        placement = (
+            f"server on CPU {sorted(server_cpus)}, client on {sorted(client_cpus)}" if server_cpus else "unpinned"
+        )
+        print(f"webhook benchmark: loopback HTTPS, keep-alive, {placement}, {args.seconds:.0f} s per phase and server")
+        print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())} (other work on the machine)")
+        started = time.perf_counter()
+        running = {kind: start_server(kind, cert, key, server_cpus) for kind in ("noop", "kuota")}
+        try:
+            pin(client_cpus)
+            servers = {kind: (port, process.pid or 0) for kind, (process, port, _) in running.items()}
+            by_kind = run_client(measure(servers, context, args, reviews(256)))
+        finally:
+            for process, _, stop in running.values():
+                stop.set()
+                process.join(15)
+                if process.is_alive():
+                    process.kill()
+        print(f"(measured in {time.perf_counter() - started:.0f} s, {args.rounds} alternating rounds per phase)")
+        for kind, label in (("noop", "no-op handler"), ("kuota", "kuota's webhooks")):
+            print(label)
             for result in by_kind[kind]:
                 print(result.line())
 
