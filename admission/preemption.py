@@ -133,11 +133,12 @@ class _Candidate:
 
 def _classify(snapshot: Snapshot, request: PreemptionRequest, candidate: Workload, advantage: bool) -> Variant:
     team = request.team.team
-    if not candidate.preemptible or not _uses_contested(snapshot, candidate, request.contested):
-        return Variant.NEVER
     same_team = candidate.team == request.team.name
     policy = team.preemption.within_team if same_team else team.preemption.reclaim_within_cohort
-    if not _allowed_by_policy(policy, request.preemptor, candidate):
+    # Cheapest tests first: this runs for every running workload of every team a search looks at.
+    if not candidate.preemptible or not _allowed_by_policy(policy, request.preemptor, candidate):
+        return Variant.NEVER
+    if not _uses_contested(snapshot, candidate, request.contested):
         return Variant.NEVER
     if same_team:
         return Variant.WITHIN_TEAM

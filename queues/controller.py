@@ -13,6 +13,7 @@ whole time, so what it frees is never handed out twice.
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from quota.config import DEFAULT_CHECKPOINT_TIMEOUT_MS, QuotaConfig
 from quota.credits import CreditBook
 
 CREDIT_REFRESH_MS = 60_000
+_DEADLINE = 0
+_ELIGIBLE = 1
 BACKOFF_BASE_MS = 10_000
 BACKOFF_MAX_MS = 600_000
 
@@ -67,7 +70,7 @@ class Controller:
         backoff_base_ms: int = BACKOFF_BASE_MS,
         backoff_max_ms: int = BACKOFF_MAX_MS,
     ) -> None:
-        self.manager = QueueManager(config)
+        self.manager = QueueManager(config, park_equivalent=True)
         self.cluster = cluster
         self.timers = timers
         self.journal: Journal = journal if journal is not None else NullJournal()  # type: ignore[assignment]
@@ -81,6 +84,7 @@ class Controller:
         self._factors: dict[str, Fraction] = {}
         self._factors_at: int | None = None
         self.last_cycle: CycleResult | None = None
+        self._due: list[tuple[int, int, str]] = []
 
     @property
     def config(self) -> QuotaConfig:
@@ -100,8 +104,7 @@ class Controller:
             track.admitted_at = workload.admission.admitted_at
             self.credits.open(workload.name, workload.team, _by_resource(self.manager.usage[workload.name]), at)
         else:
-            position = self.manager.positions().get(workload.name, (0, 0))[0]
-            self.journal.queued(workload, position, at)
+            self.journal.queued(workload, len(self.manager.queues[workload.team]), at)
         self.dirty = True
 
     def job_finished(self, name: str, at: int, succeeded: bool = True) -> None:
@@ -155,7 +158,7 @@ class Controller:
         track.eligible_at = at + delay
         if delay > 0:
             self.manager.delayed.add(name)
-            self.timers.call_at(track.eligible_at)
+            self._remind(track.eligible_at, _ELIGIBLE, name)
         self.journal.requeued(requeued, track.attempt, track.eligible_at, at)
         self.dirty = True
 
@@ -193,15 +196,25 @@ class Controller:
 
     def tick(self, now: int) -> None:
         """Act on what is due: checkpoint deadlines and the end of requeue backoffs."""
-        for name, track in list(self.tracking.items()):
+        while self._due and self._due[0][0] <= now:
+            _, kind, name = heapq.heappop(self._due)
+            track = self.tracking.get(name)
+            if track is None:
+                continue
             eviction = track.eviction
-            if eviction is not None and eviction.suspended_at is None and now >= eviction.deadline:
-                self.journal.checkpoint_timed_out(self.manager.workloads[name], track.attempt, now)
-                self._suspend(name, now)
-            if track.eligible_at and now >= track.eligible_at and name in self.manager.delayed:
-                self.manager.delayed.discard(name)
-                track.eligible_at = 0
-                self.dirty = True
+            if kind == _DEADLINE and eviction is not None and eviction.suspended_at is None:
+                if now >= eviction.deadline:
+                    self.journal.checkpoint_timed_out(self.manager.workloads[name], track.attempt, now)
+                    self._suspend(name, now)
+            elif kind == _ELIGIBLE and track.eligible_at and now >= track.eligible_at:
+                if name in self.manager.delayed:
+                    self.manager.delayed.discard(name)
+                    track.eligible_at = 0
+                    self.dirty = True
+
+    def _remind(self, at: int, kind: int, name: str) -> None:
+        heapq.heappush(self._due, (at, kind, name))
+        self.timers.call_at(at)
 
     def schedule(self, now: int) -> CycleResult | None:
         """One cycle if anything changed since the last one; carries out its decisions."""
@@ -282,7 +295,7 @@ class Controller:
             self.journal.checkpoint_timed_out(victim, track.attempt, now)
             self._suspend(victim.name, now)
         else:
-            self.timers.call_at(eviction.deadline)
+            self._remind(eviction.deadline, _DEADLINE, victim.name)
 
     def _checkpoint_timeout(self, workload: Workload) -> int:
         if workload.priority_class is not None:

@@ -42,8 +42,9 @@ class ReloadRejected(ValueError):
 
 
 class QueueManager:
-    def __init__(self, config: QuotaConfig) -> None:
+    def __init__(self, config: QuotaConfig, park_equivalent: bool = False) -> None:
         self.config = config
+        self.park_equivalent = park_equivalent
         self.tree = QuotaTree.from_config(config)
         self.queues = {t.name: TeamQueue(t.name, t.queueing_strategy) for t in config.teams}
         self.workloads: dict[str, Workload] = {}
@@ -148,6 +149,8 @@ class QueueManager:
                 self._start_running(admitted)
             elif decision.verdict.inadmissible:
                 queue.park(name)
+                if self.park_equivalent:
+                    queue.park_equivalent(workload)
         for eviction in result.evictions:
             name = eviction.victim.name
             if self.state.get(name) is not State.ADMITTED:

@@ -20,6 +20,16 @@ def queue_key(workload: Workload) -> SortKey:
     return (-workload.priority, workload.created_at, workload.name)
 
 
+def equivalence(workload: Workload) -> tuple[object, ...]:
+    return (
+        workload.priority,
+        tuple(
+            (ps.name, ps.count, ps.min_count, tuple(sorted(ps.requests.items())), tuple(sorted(ps.node_selector.items())))
+            for ps in workload.pod_sets
+        ),
+    )
+
+
 class TeamQueue:
     def __init__(self, team: str, strategy: QueueingStrategy) -> None:
         self.team = team
@@ -62,11 +72,34 @@ class TeamQueue:
         if workload is not None:
             self.inadmissible[name] = workload
 
+    def park_equivalent(self, head: Workload) -> int:
+        """Park every active workload that would get the head's answer: same priority and the same pod sets.
+
+        Kueue's scheduling-equivalence hashing: when the head cannot fit, neither can its twins, and trying them
+        one by one costs a cycle each. Only used where nobody reads which twin was tried (the controller), never
+        in scenario runs, whose output says exactly which heads were parked.
+        """
+        if self.strategy is QueueingStrategy.STRICT_FIFO:
+            return 0
+        signature = equivalence(head)
+        twins = [w for w in self._active.values() if w.name != head.name and equivalence(w) == signature]
+        for twin in twins:
+            del self._active[twin.name]
+            self.inadmissible[twin.name] = twin
+        if twins:
+            gone = {t.name for t in twins}
+            self._keys = [k for k in self._keys if k[2] not in gone]
+        return len(twins)
+
     def unpark_all(self) -> int:
         parked = list(self.inadmissible.values())
+        if not parked:
+            return 0
         self.inadmissible.clear()
         for workload in parked:
-            self.push(workload)
+            self._active[workload.name] = workload
+        # One sort beats thousands of insertions into a long list.
+        self._keys = sorted(self._keys + [queue_key(w) for w in parked])
         return len(parked)
 
     def ordered(self) -> Iterator[Workload]:

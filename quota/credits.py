@@ -89,15 +89,20 @@ def normalised_shares(config: QuotaConfig) -> dict[str, Decimal]:
 
 
 class CreditBook:
-    """Decayed usage per team, from closed and open usage intervals (the ledger's, or the simulator's)."""
+    """Decayed usage per team, from usage intervals (the ledger's, or the simulator's), kept incrementally.
+
+    Per team one accumulator (value A at time t, current rate R): between changes the usage is
+    A·d + R·h/ln2·(1 − d) with d = 2^(−(now − t)/h), so opening or closing an interval, or reading every
+    team's usage, costs one exponential per team — never one per interval.
+    """
 
     def __init__(self, config: QuotaConfig) -> None:
         self.config = config
         self.half_life_ms = max(1, config.fair_sharing.usage_half_life)
-        # Closed intervals fold into one value per team, decayed to `_closed_at`.
-        self._closed: dict[str, Decimal] = {}
-        self._closed_at = 0
-        self._open: dict[str, tuple[str, Decimal, int]] = {}
+        self._value: dict[str, Decimal] = {}
+        self._rate: dict[str, Decimal] = {}
+        self._at: dict[str, int] = {}
+        self._open: dict[str, tuple[str, Decimal]] = {}
         self._shares = normalised_shares(config)
 
     def reconfigure(self, config: QuotaConfig) -> None:
@@ -110,37 +115,41 @@ class CreditBook:
         return sum((resource_weight(self.config, r) * Decimal(q) / 1000 for r, q in usage.items()), Decimal(0))
 
     def open(self, key: str, team: str, usage: Mapping[str, int], at_ms: int) -> None:
-        self._open[key] = (team, self.rate(usage), at_ms)
+        rate = self.rate(usage)
+        self._open[key] = (team, rate)
+        self._advance(team, at_ms)
+        self._rate[team] = self._rate.get(team, Decimal(0)) + rate
 
     def close(self, key: str, at_ms: int) -> None:
         opened = self._open.pop(key, None)
         if opened is None:
             return
-        team, rate, start = opened
-        self._fold(at_ms)
-        value = self._integral(rate, start, at_ms, self._closed_at)
-        self._closed[team] = self._closed.get(team, Decimal(0)) + value
+        team, rate = opened
+        self._advance(team, at_ms)
+        self._rate[team] = self._rate.get(team, Decimal(0)) - rate
 
     def load(self, intervals: Iterable[UsageInterval]) -> None:
-        """Rebuild from the ledger: closed intervals fold in, open ones keep accruing."""
-        for interval in intervals:
+        """Rebuild from the ledger: replay every start and end in time order (open intervals keep accruing)."""
+        steps: list[tuple[int, int, str, str, Mapping[str, int]]] = []
+        for index, interval in enumerate(intervals):
+            key = f"ledger:{index}"
             usage = {interval.resource: interval.quantity_milli}
-            key = f"{interval.team}\x00{interval.resource}\x00{interval.start_ms}\x00{id(interval)}"
-            if interval.end_ms is None:
-                self._open[key] = (interval.team, self.rate(usage), interval.start_ms)
+            steps.append((interval.start_ms, 1, key, interval.team, usage))
+            if interval.end_ms is not None:
+                steps.append((interval.end_ms, 0, key, interval.team, usage))
+        for at, opening, key, team, usage in sorted(steps, key=lambda s: (s[0], s[1], s[2])):
+            if opening:
+                self.open(key, team, usage, at)
             else:
-                end = interval.end_ms
-                self._fold(max(self._closed_at, end))
-                value = self._integral(self.rate(usage), interval.start_ms, end, self._closed_at)
-                self._closed[interval.team] = self._closed.get(interval.team, Decimal(0)) + value
+                self.close(key, at)
 
     def usage(self, now_ms: int) -> dict[str, Decimal]:
         with localcontext(Context(prec=PRECISION)):
-            decay = self._decay(now_ms - self._closed_at)
-            totals = {team: value * decay for team, value in self._closed.items()}
-            for team, rate, start in self._open.values():
-                totals[team] = totals.get(team, Decimal(0)) + self._integral(rate, start, now_ms, now_ms)
-            return totals
+            out = {}
+            for team, value in self._value.items():
+                decay = self._decay(now_ms - self._at[team])
+                out[team] = value * decay + self._rate.get(team, Decimal(0)) * self._scale() * (1 - decay)
+            return out
 
     def credits(self, now_ms: int) -> dict[str, TeamCredit]:
         usage = self.usage(now_ms)
@@ -165,24 +174,26 @@ class CreditBook:
 
     # -- arithmetic ---------------------------------------------------------------------------------------------
 
+    def _scale(self) -> Decimal:
+        """h/ln2 in seconds: the integral of 2^(−t/h) from 0 to ∞."""
+        return Decimal(self.half_life_ms) / 1000 / _LN2
+
     def _decay(self, elapsed_ms: int) -> Decimal:
         """2^(−elapsed/h)."""
         with localcontext(Context(prec=PRECISION)):
             return (-(Decimal(elapsed_ms) / Decimal(self.half_life_ms)) * _LN2).exp()
 
-    def _integral(self, rate: Decimal, start_ms: int, end_ms: int, now_ms: int) -> Decimal:
-        """Decayed units·seconds at `now_ms` of using `rate` per second from `start_ms` to `end_ms`."""
-        if rate == 0 or end_ms <= start_ms:
-            return Decimal(0)
-        with localcontext(Context(prec=PRECISION)):
-            scale = Decimal(self.half_life_ms) / 1000 / _LN2
-            return rate * scale * (self._decay(now_ms - end_ms) - self._decay(now_ms - start_ms))
-
-    def _fold(self, at_ms: int) -> None:
-        """Decay the closed total forward to `at_ms` so new closed intervals add at the same reference time."""
-        if at_ms <= self._closed_at:
+    def _advance(self, team: str, at_ms: int) -> None:
+        """Bring a team's accumulator to `at_ms` (an earlier time leaves it where it is)."""
+        last = self._at.get(team)
+        if last is None:
+            self._value[team] = Decimal(0)
+            self._at[team] = at_ms
             return
-        factor = self._decay(at_ms - self._closed_at)
+        if at_ms <= last:
+            return
         with localcontext(Context(prec=PRECISION)):
-            self._closed = {team: value * factor for team, value in self._closed.items()}
-        self._closed_at = at_ms
+            decay = self._decay(at_ms - last)
+            rate = self._rate.get(team, Decimal(0))
+            self._value[team] = self._value[team] * decay + rate * self._scale() * (1 - decay)
+        self._at[team] = at_ms
