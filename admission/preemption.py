@@ -158,7 +158,14 @@ def _team_candidates(
     snapshot: Snapshot, request: PreemptionRequest, team: Node, lca: Node | None, advantage: bool
 ) -> list[_Candidate]:
     found = []
-    for workload in snapshot.workloads[team.name].values():
+    spec = request.team.team.preemption
+    policy = spec.within_team if team is request.team else spec.reclaim_within_cohort
+    workloads = snapshot.workloads[team.name].values()
+    if policy in (WithinTeamPolicy.LOWER_PRIORITY, ReclaimPolicy.LOWER_PRIORITY):
+        # Most running work is usually not below the preemptor; skip it before the full classification.
+        floor = request.preemptor.priority
+        workloads = [w for w in workloads if w.priority < floor]  # type: ignore[assignment]
+    for workload in workloads:
         variant = _classify(snapshot, request, workload, advantage)
         if variant is not Variant.NEVER:
             found.append(_Candidate(workload, variant, lca))

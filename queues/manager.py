@@ -51,6 +51,9 @@ class QueueManager:
         self.state: dict[str, State] = {}
         self.held: set[str] = set()
         """Held by an operator: never a head until released."""
+        self.awaiting: dict[str, set[str]] = {}
+        """Preemptor → victims still leaving: the preemptor waits for them instead of being reconsidered."""
+        self._awaited_by: dict[str, set[str]] = {}
         self.delayed: set[str] = set()
         """Requeued after eviction and backing off: not a head until the controller lets it go."""
         self.messages: dict[str, str] = {}
@@ -112,7 +115,8 @@ class QueueManager:
     def heads(self) -> list[Workload]:
         heads = []
         for queue in self.queues.values():
-            head = queue.head(self.held | self.delayed if self.delayed else self.held)
+            skip = self.held | self.delayed | self.awaiting.keys() if (self.delayed or self.awaiting) else self.held
+            head = queue.head(skip)
             if head is not None:
                 heads.append(head)
         return heads
@@ -147,6 +151,11 @@ class QueueManager:
                 self.state[name] = State.ADMITTED
                 self.messages[name] = ""
                 self._start_running(admitted)
+            elif decision.verdict is Verdict.PREEMPTING and decision.victims:
+                victims = {t.workload.name for t in decision.victims}
+                self.awaiting[name] = victims
+                for victim in victims:
+                    self._awaited_by.setdefault(victim, set()).add(name)
             elif decision.verdict.inadmissible:
                 queue.park(name)
                 if self.park_equivalent:
@@ -178,6 +187,7 @@ class QueueManager:
         if self.state[name] not in (State.EVICTING, State.ADMITTED):
             raise ValueError(f"{name} is {self.state[name]}, not running")
         self._stop_running(name)
+        self._gone(name)
         requeued = replace(workload, admission=None, evicting=False)
         self.workloads[name] = requeued
         self.state[name] = State.PENDING
@@ -189,6 +199,8 @@ class QueueManager:
         workload = self.get(name)
         previous = self.state[name]
         self._stop_running(name)
+        self._gone(name)
+        self._forget_waiting(name)
         self.state[name] = State.FINISHED
         self.queues[workload.team].remove(name)
         if previous in (State.ADMITTED, State.EVICTING):
@@ -201,6 +213,8 @@ class QueueManager:
         if workload is None:
             return
         self._stop_running(name)
+        self._gone(name)
+        self._forget_waiting(name)
         del self.workloads[name]
         state = self.state.pop(name)
         self.queues[workload.team].remove(name)
@@ -252,6 +266,23 @@ class QueueManager:
             for name in running:
                 self.live.add_all(self.live.teams[team], self.usage[name])
         self.running_by_team = by_team
+
+    def _gone(self, victim: str) -> None:
+        """A victim left: preemptors waiting only for it get their turn again."""
+        for preemptor in self._awaited_by.pop(victim, ()):
+            waiting = self.awaiting.get(preemptor)
+            if waiting is not None:
+                waiting.discard(victim)
+                if not waiting:
+                    del self.awaiting[preemptor]
+
+    def _forget_waiting(self, preemptor: str) -> None:
+        for victim in self.awaiting.pop(preemptor, ()):
+            waiting = self._awaited_by.get(victim)
+            if waiting is not None:
+                waiting.discard(preemptor)
+                if not waiting:
+                    del self._awaited_by[victim]
 
     def _capacity_changed(self, team: str) -> None:
         node = self.tree.teams[team]
