@@ -1,0 +1,206 @@
+"""Bearer tokens: a file of `{name, role, hash}` entries, hashed at rest, and what each role may do.
+
+The file is YAML or JSON (a Kubernetes Secret mounts the same file): either a list of entries or
+`{tokens: [...]}`. Hashes are `sha256:<hex>` (tokens are 256-bit random, so a plain digest cannot be brute-forced)
+or `scrypt:<n>:<r>:<p>:<salt hex>:<hex>` for tokens chosen by people. The file is re-read when it changes, so a
+rotated Secret takes effect without a restart.
+
+Roles: `admin` may do everything; `viewer` reads everything; `team:<name>` reads everything and may hold,
+release and preempt its own team's workloads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
+
+
+class Access(StrEnum):
+    PUBLIC = "public"
+    READ = "read"
+    TEAM_ACTION = "team-action"
+    ADMIN = "admin"
+
+
+class TokenFileError(ValueError):
+    """A token file that cannot be used; the message names the entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    name: str
+    role: str
+
+    @property
+    def team(self) -> str | None:
+        return self.role.removeprefix("team:") if self.role.startswith("team:") else None
+
+    def may(self, access: Access, team: str | None = None) -> bool:
+        if access in (Access.PUBLIC, Access.READ) or self.role == "admin":
+            return True
+        if access is Access.TEAM_ACTION:
+            return self.team is not None and (team is None or team == self.team)
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class TokenEntry:
+    name: str
+    role: str
+    hash: str
+
+    def matches(self, token: str, digest: str) -> bool:
+        scheme, _, rest = self.hash.partition(":")
+        if scheme == "sha256":
+            return hmac.compare_digest(rest, digest)
+        n, r, p, salt, expected = rest.split(":")
+        computed = hashlib.scrypt(token.encode(), salt=bytes.fromhex(salt), n=int(n), r=int(r), p=int(p), dklen=32)
+        return hmac.compare_digest(computed.hex(), expected)
+
+
+def validate_role(role: str) -> str:
+    if role in ("admin", "viewer") or (role.startswith("team:") and len(role) > len("team:")):
+        return role
+    raise TokenFileError(f"role {role!r} is not admin, viewer or team:<name>")
+
+
+def hash_token(token: str, scheme: str = "sha256") -> str:
+    if scheme == "sha256":
+        return "sha256:" + hashlib.sha256(token.encode()).hexdigest()
+    if scheme == "scrypt":
+        salt = secrets.token_bytes(16)
+        digest = hashlib.scrypt(token.encode(), salt=salt, n=SCRYPT_N, r=SCRYPT_R, p=SCRYPT_P, dklen=32)
+        return f"scrypt:{SCRYPT_N}:{SCRYPT_R}:{SCRYPT_P}:{salt.hex()}:{digest.hex()}"
+    raise ValueError(f"unknown hash scheme {scheme!r} (sha256 or scrypt)")
+
+
+def new_token() -> str:
+    return "kuota_" + secrets.token_urlsafe(32)
+
+
+def parse_entries(data: Any, source: str = "token file") -> list[TokenEntry]:
+    if isinstance(data, dict):
+        data = data.get("tokens", [])
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise TokenFileError(f"{source}: expected a list of tokens or {{tokens: [...]}}")
+    entries: list[TokenEntry] = []
+    names: set[str] = set()
+    for index, item in enumerate(data):
+        where = f"{source}: entry {index + 1}"
+        if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in ("name", "role", "hash")):
+            raise TokenFileError(f"{where}: needs string fields name, role and hash")
+        name, role, hashed = item["name"], item["role"], item["hash"]
+        try:
+            validate_role(role)
+        except TokenFileError as exc:
+            raise TokenFileError(f"{where} ({name}): {exc}") from None
+        if not _valid_hash(hashed):
+            raise TokenFileError(f"{where} ({name}): hash must be sha256:<64 hex> or scrypt:n:r:p:salt:hex")
+        if name in names:
+            raise TokenFileError(f"{where}: the name {name!r} is used twice (audit entries would be ambiguous)")
+        names.add(name)
+        entries.append(TokenEntry(name, role, hashed))
+    return entries
+
+
+def _valid_hash(value: str) -> bool:
+    scheme, _, rest = value.partition(":")
+    try:
+        if scheme == "sha256":
+            return len(rest) == 64 and bytes.fromhex(rest) is not None
+        if scheme == "scrypt":
+            n, r, p, salt, digest = rest.split(":")
+            return (
+                int(n) > 1 and int(r) > 0 and int(p) > 0 and bool(bytes.fromhex(salt)) and bool(bytes.fromhex(digest))
+            )
+    except ValueError:
+        return False
+    return False
+
+
+def read_token_file(path: Path) -> list[TokenEntry]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TokenFileError(f"cannot read the token file {path}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text) if text.strip() else []
+    except yaml.YAMLError as exc:
+        raise TokenFileError(f"{path}: not YAML or JSON: {exc}") from None
+    return parse_entries(data, str(path))
+
+
+class TokenStore:
+    """Looks a bearer token up; re-reads its file when the file's modification time changes."""
+
+    def __init__(self, entries: list[TokenEntry] | None = None, path: Path | None = None) -> None:
+        self.path = path
+        self._entries = list(entries or [])
+        self._stamp: tuple[float, int] | None = None
+        self._cache: dict[str, Principal] = {}
+        if path is not None:
+            self._reload(force=True)
+
+    @classmethod
+    def from_file(cls, path: Path) -> TokenStore:
+        return cls(path=path)
+
+    def _reload(self, force: bool = False) -> None:
+        if self.path is None:
+            return
+        try:
+            stat = self.path.stat()
+        except OSError:
+            if force:
+                raise TokenFileError(f"the token file {self.path} does not exist") from None
+            return  # a Secret being swapped; keep the tokens we had
+        stamp = (stat.st_mtime, stat.st_size)
+        if stamp == self._stamp and not force:
+            return
+        try:
+            self._entries = read_token_file(self.path)
+        except TokenFileError:
+            if force:
+                raise
+            return  # keep the last good file rather than locking everyone out
+        self._stamp = stamp
+        self._cache.clear()
+
+    def authenticate(self, token: str) -> Principal | None:
+        self._reload()
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        cached = self._cache.get(digest)
+        if cached is not None:
+            return cached
+        for entry in self._entries:
+            if entry.matches(token, digest):
+                principal = Principal(entry.name, entry.role)
+                self._cache[digest] = principal
+                return principal
+        return None
+
+
+def add_token(path: Path, name: str, role: str, scheme: str = "sha256") -> str:
+    """Create a token for `name`, store its hash in `path` (created if missing), return the token."""
+    validate_role(role)
+    entries: list[dict[str, str]] = []
+    if path.exists():
+        entries = [{"name": e.name, "role": e.role, "hash": e.hash} for e in read_token_file(path)]
+    if any(e["name"] == name for e in entries):
+        raise TokenFileError(f"{path}: a token named {name!r} exists already")
+    token = new_token()
+    entries.append({"name": name, "role": role, "hash": hash_token(token, scheme)})
+    path.write_text(yaml.safe_dump({"tokens": entries}, sort_keys=False), encoding="utf-8")
+    path.chmod(0o600)
+    return token

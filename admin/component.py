@@ -1,0 +1,68 @@
+"""The `admin` component of `kuota serve`: the admin API, dashboard and /metrics over HTTP (HTTPS with certs)."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from admin.app import build_app
+from admin.auth import TokenFileError, TokenStore
+from admin.metrics import REGISTRY
+
+DEFAULT_PORT = 9443
+
+
+class AdminStartError(Exception):
+    """The admin component cannot start with the options given; the message says which and why."""
+
+
+class AdminComponent:
+    def __init__(
+        self, runtime: Any, tokens: TokenStore, host: str, port: int, tls: ssl.SSLContext | None = None
+    ) -> None:
+        self.host, self.port, self.tls = host, port, tls
+        self.app = build_app(runtime, tokens, REGISTRY)
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self.app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            raise AdminStartError(f"cannot listen on {self.host}:{self.port}: {exc}") from None
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+def make_admin_component(options: Any, runtime: Any) -> AdminComponent:
+    """Factory for serve's COMPONENTS["admin"]; reads the token file and certificates now so mistakes stop serve
+    before anything starts."""
+    token_file: Path | None = getattr(options, "admin_token_file", None)
+    if token_file is None:
+        raise AdminStartError("the admin component needs --admin-tokens FILE (create one with `kuota tokens add`)")
+    try:
+        tokens = TokenStore.from_file(Path(token_file))
+    except TokenFileError as exc:
+        raise AdminStartError(str(exc)) from None
+    cert, key = getattr(options, "admin_tls_cert", None), getattr(options, "admin_tls_key", None)
+    tls = None
+    if (cert is None) != (key is None):
+        raise AdminStartError("--admin-tls-cert and --admin-tls-key go together")
+    if cert is not None and key is not None:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            tls.load_cert_chain(str(cert), str(key))
+        except (OSError, ValueError) as exc:
+            raise AdminStartError(f"cannot load the admin TLS certificate and key: {exc}") from None
+    host = getattr(options, "admin_host", "0.0.0.0")
+    port = getattr(options, "admin_port", DEFAULT_PORT)
+    return AdminComponent(runtime, tokens, host, port, tls)

@@ -1,0 +1,367 @@
+"""What the admin API answers and accepts: pydantic models, the single source of the OpenAPI document.
+
+Quantities travel twice: in Kubernetes syntax for people (`4`, `512Gi`, `500m`) and as exact integer milli-units
+for programs, so nobody has to parse a quantity to do arithmetic and nothing goes through a float.
+Times are integer milliseconds on the controller's clock (epoch milliseconds in a cluster) or ISO 8601 for what
+comes from the ledger.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from quota.quantity import format_resource
+
+MAX_LIMIT = 500
+
+
+class ApiModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Quantity(ApiModel):
+    value: str = Field(description="Kubernetes quantity syntax")
+    milli: int = Field(description="exact value in milli-units")
+
+    @classmethod
+    def of(cls, resource: str, milli: int) -> Quantity:
+        return cls(value=format_resource(resource, milli), milli=milli)
+
+
+class Problem(ApiModel):
+    """RFC 9457 problem details."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+    errors: list[dict[str, Any]] | None = None
+
+
+# --- the cohort tree ---------------------------------------------------------------------------------------------
+
+
+class ResourceAmounts(ApiModel):
+    flavor: str
+    resource: str
+    nominal: Quantity
+    borrowing_limit: Quantity | None = None
+    lending_limit: Quantity | None = None
+    subtree_quota: Quantity = Field(description="own nominal plus what the children lend (cohorts)")
+    usage: Quantity
+    borrowed: Quantity = Field(description="usage above the subtree quota, taken from the parent")
+    lent: Quantity = Field(description="unused lendable quota that siblings are using now (lenders in tree order)")
+    available: Quantity = Field(description="what this node could still take now, borrowing included")
+
+
+class TeamView(ApiModel):
+    name: str
+    parent: str | None
+    queues: list[str]
+    queueing_strategy: str
+    weight: str
+    weighted_share: float | None = Field(description="dominant resource share (DRS); null when infinite")
+    pending: int
+    inadmissible: int
+    admitted: int
+    evicting: int
+    resources: list[ResourceAmounts]
+
+
+class CohortView(ApiModel):
+    name: str
+    parent: str | None
+    cohorts: list[str]
+    teams: list[str]
+    weight: str
+    resources: list[ResourceAmounts]
+
+
+class TreeView(ApiModel):
+    roots: list[str]
+    cohorts: list[CohortView]
+    teams: list[TeamView]
+    fair_sharing: bool
+
+
+# --- queues and workloads ----------------------------------------------------------------------------------------
+
+WorkloadState = Literal["pending", "admitted", "evicting", "finished"]
+PendingStatus = Literal["active", "inadmissible", "held", "backoff", "awaiting-victims"]
+
+
+class PodSetView(ApiModel):
+    name: str
+    count: int
+    min_count: int | None = None
+    requests: dict[str, Quantity] = Field(description="per pod")
+    flavors: dict[str, str] = Field(default_factory=dict, description="resource → assigned flavor (admitted)")
+    admitted_count: int | None = None
+
+
+class WorkloadView(ApiModel):
+    name: str = Field(description="workload id: namespace/name")
+    namespace: str
+    team: str
+    queue: str | None
+    priority: int
+    priority_class: str | None
+    state: WorkloadState
+    status: PendingStatus | None = Field(description="for pending workloads: why it is not a head right now")
+    position_in_team: int | None = None
+    position_in_queue: int | None = None
+    reason: str | None = Field(description="why it waits (the last cycle's message)")
+    created_at: int
+    admitted_at: int | None = None
+    held: bool
+    evictions: int
+    pod_sets: list[PodSetView]
+
+
+class Page(ApiModel):
+    total: int
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+class WorkloadList(Page):
+    items: list[WorkloadView]
+
+
+class TeamQueueView(ApiModel):
+    team: str
+    queues: list[str]
+    strategy: str
+    pending: int
+    inadmissible: int
+    workloads: list[WorkloadView] = Field(description="pending workloads in admission order (this page)")
+
+
+class QueueList(ApiModel):
+    teams: list[TeamQueueView]
+
+
+class HistoryEvent(ApiModel):
+    kind: str
+    at: datetime
+    data: dict[str, Any]
+
+
+class AdmissionView(ApiModel):
+    attempt: int
+    team: str
+    admitted_at: datetime
+    ended_at: datetime | None
+    end_reason: str | None
+    usage: list[dict[str, Any]]
+
+
+class PreemptionView(ApiModel):
+    victim: str
+    victim_attempt: int
+    victim_team: str | None
+    preemptor: str | None
+    reason: str
+    issued_at: datetime
+    checkpoint_via: str | None
+    checkpoint_requested_at: datetime | None
+    checkpoint_acked_at: datetime | None
+    checkpoint_timed_out_at: datetime | None
+    checkpoint_id: str | None
+    suspended_at: datetime | None
+    requeued_at: datetime | None
+    lost_gpu_seconds: str | None
+
+
+class WorkloadDetailView(ApiModel):
+    workload: WorkloadView | None = Field(description="null when the controller forgot it (finished)")
+    admissions: list[AdmissionView]
+    preemptions: list[PreemptionView]
+    history: list[HistoryEvent]
+
+
+class PreemptionList(ApiModel):
+    items: list[PreemptionView]
+
+
+class ActionRequest(ApiModel):
+    reason: str | None = Field(default=None, max_length=1000)
+
+
+class ActionResult(ApiModel):
+    workload: str
+    action: Literal["hold", "release", "preempt"]
+    actor: str
+    before: dict[str, Any]
+    after: dict[str, Any]
+
+
+# --- reports and credits -----------------------------------------------------------------------------------------
+
+
+class UsageRowView(ApiModel):
+    key: str = Field(description="team, flavor or UTC day")
+    resource: str
+    milli_seconds: str = Field(description="exact milli-unit-seconds (decimal string)")
+    hours: str = Field(description="resource-hours, exact (decimal string)")
+
+
+class UsageReportView(ApiModel):
+    start: datetime
+    end: datetime
+    by: Literal["team", "flavor", "day"]
+    rows: list[UsageRowView]
+
+
+class CreditView(ApiModel):
+    team: str
+    usage: str = Field(description="decayed weighted resource-seconds")
+    usage_share: str = Field(description="U: fraction of the cluster's decayed usage")
+    share: str = Field(description="S: normalised share")
+    factor: str = Field(description="F = 2^(-U/S)")
+    credit: str = Field(description="S - U")
+
+
+class CreditList(ApiModel):
+    at: int
+    teams: list[CreditView]
+
+
+# --- the quota file ----------------------------------------------------------------------------------------------
+
+
+class ConfigProblemView(ApiModel):
+    path: str
+    line: int | None
+    message: str
+
+
+class ConfigCurrent(ApiModel):
+    sha256: str
+    source: str | None
+    text: str
+    teams: list[str]
+    cohorts: list[str]
+
+
+class ConfigProposal(ApiModel):
+    text: str = Field(max_length=1_000_000, description="the proposed team-quota file (YAML)")
+
+
+class ConfigValidation(ApiModel):
+    valid: bool
+    problems: list[ConfigProblemView]
+
+
+class QuotaChange(ApiModel):
+    node: str
+    flavor: str
+    resource: str
+    field: Literal["nominal", "borrowingLimit", "lendingLimit"]
+    old: Quantity | None
+    new: Quantity | None
+
+
+class AffectedWorkload(ApiModel):
+    workload: str
+    team: str
+    state: WorkloadState
+    effect: str
+
+
+class ConfigDiff(ApiModel):
+    valid: bool
+    problems: list[ConfigProblemView]
+    added_teams: list[str]
+    removed_teams: list[str]
+    added_cohorts: list[str]
+    removed_cohorts: list[str]
+    changes: list[QuotaChange]
+    affected: list[AffectedWorkload]
+    would_apply: bool = Field(description="false when applying would be refused (e.g. a team with work removed)")
+
+
+class ConfigApplyResult(ApiModel):
+    applied: bool
+    sha256: str
+    diff: ConfigDiff
+
+
+# --- audit, health -----------------------------------------------------------------------------------------------
+
+
+class AuditItem(ApiModel):
+    actor: str
+    action: str
+    target: str
+    before: Any
+    after: Any
+    at: datetime
+
+
+class AuditList(ApiModel):
+    items: list[AuditItem]
+
+
+class Health(ApiModel):
+    status: Literal["ok"]
+
+
+class Readiness(ApiModel):
+    ready: bool
+    config_loaded: bool
+    ledger: Literal["healthy", "unhealthy", "absent"]
+    ledger_backlog: int
+    leader: bool
+    detail: str | None = None
+
+
+class WhoAmI(ApiModel):
+    name: str
+    role: str
+
+
+# --- query strings -----------------------------------------------------------------------------------------------
+
+
+class QueryModel(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class PageQuery(QueryModel):
+    limit: int = Field(default=100, ge=1, le=MAX_LIMIT)
+    offset: int = Field(default=0, ge=0, le=10_000_000)
+
+
+class WorkloadQuery(PageQuery):
+    team: str | None = Field(default=None, max_length=253)
+    queue: str | None = Field(default=None, max_length=253)
+    state: WorkloadState | None = None
+    namespace: str | None = Field(default=None, max_length=253)
+
+
+class QueueQuery(QueryModel):
+    limit: int = Field(default=100, ge=1, le=MAX_LIMIT, description="pending workloads shown per team")
+
+
+class UsageQuery(QueryModel):
+    start: datetime = Field(alias="from", description="start of the period, ISO 8601 with offset (inclusive)")
+    end: datetime = Field(alias="to", description="end of the period (exclusive)")
+    by: Literal["team", "flavor", "day"] = "team"
+    resource: str | None = Field(default=None, max_length=253)
+    format: Literal["json", "csv"] = "json"
+
+
+class PreemptionQuery(QueryModel):
+    team: str | None = Field(default=None, max_length=253)
+    limit: int = Field(default=50, ge=1, le=MAX_LIMIT)
+
+
+class AuditQuery(QueryModel):
+    actor: str | None = Field(default=None, max_length=253)
+    limit: int = Field(default=100, ge=1, le=MAX_LIMIT)

@@ -1,0 +1,195 @@
+"""A workload's detail with its ledger history, operator actions (audited), and recent preemptions."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from accounting import repository
+from accounting.events import AuditEntry
+from accounting.records import PreemptionRecord
+from admin.api import Context, Router, engine_of, runtime_of
+from admin.auth import Access
+from admin.models import (
+    ActionRequest,
+    ActionResult,
+    AdmissionView,
+    HistoryEvent,
+    PreemptionList,
+    PreemptionQuery,
+    PreemptionView,
+    WorkloadDetailView,
+)
+from admin.problems import ApiProblem
+from admin.routes_state import live_view
+from quota.quantity import format_resource
+
+router = Router()
+log = logging.getLogger(__name__)
+WORKLOAD_PATH = "/api/v1/workloads/{namespace}/{name}"
+
+
+def workload_id(ctx: Context) -> str:
+    """`_` stands for "no namespace" (simulated workloads have bare names)."""
+    namespace, name = ctx.path("namespace"), ctx.path("name")
+    return name if namespace == "_" else f"{namespace}/{name}"
+
+
+@router.add(
+    "GET",
+    WORKLOAD_PATH,
+    summary="A workload with its full event history",
+    response=WorkloadDetailView,
+    tag="workloads",
+    statuses=(503,),
+)
+async def detail(ctx: Context) -> WorkloadDetailView:
+    name = workload_id(ctx)
+    live = live_view(ctx, name)
+    recorded = None
+    if runtime_of(ctx).ledger is not None:
+        recorded = await repository.workload_detail(engine_of(ctx), name)
+    if live is None and recorded is None:
+        raise ApiProblem(404, f"no workload {name!r} (neither running, pending nor in the ledger)")
+    if recorded is None:
+        return WorkloadDetailView(workload=live, admissions=[], preemptions=[], history=[])
+    return WorkloadDetailView(
+        workload=live,
+        admissions=[
+            AdmissionView(
+                attempt=a.attempt,
+                team=a.team,
+                admitted_at=a.admitted_at,
+                ended_at=a.ended_at,
+                end_reason=a.end_reason,
+                usage=[
+                    {"flavor": f, "resource": r, "value": format_resource(r, v), "milli": v}
+                    for (f, r), v in sorted(a.usage.items())
+                ],
+            )
+            for a in recorded.admissions
+        ],
+        preemptions=[preemption_view(p) for p in recorded.preemptions],
+        history=[HistoryEvent(kind=e.kind, at=e.at, data=e.data) for e in recorded.history],
+    )
+
+
+def preemption_view(p: PreemptionRecord) -> PreemptionView:
+    lost = p.lost_gpu_milliseconds
+    return PreemptionView(
+        victim=p.victim,
+        victim_attempt=p.victim_attempt,
+        victim_team=p.victim_team,
+        preemptor=p.preemptor,
+        reason=p.reason,
+        issued_at=p.issued_at,
+        checkpoint_via=p.checkpoint_via,
+        checkpoint_requested_at=p.checkpoint_requested_at,
+        checkpoint_acked_at=p.checkpoint_acked_at,
+        checkpoint_timed_out_at=p.checkpoint_timed_out_at,
+        checkpoint_id=p.checkpoint_id,
+        suspended_at=p.suspended_at,
+        requeued_at=p.requeued_at,
+        lost_gpu_seconds=None if lost is None else f"{lost / 1000:.3f}",
+    )
+
+
+@router.add(
+    "GET",
+    "/api/v1/preemptions",
+    summary="Recent preemptions, newest first",
+    response=PreemptionList,
+    query=PreemptionQuery,
+    tag="workloads",
+    statuses=(503,),
+)
+async def preemptions(ctx: Context) -> PreemptionList:
+    rows = await repository.list_preemptions(engine_of(ctx), team=ctx.query.team, limit=ctx.query.limit)
+    return PreemptionList(items=[preemption_view(p) for p in rows])
+
+
+Action = Literal["hold", "release", "preempt"]
+
+
+async def _act(ctx: Context, action: Action) -> ActionResult:
+    runtime = runtime_of(ctx)
+    name = workload_id(ctx)
+    controller = runtime.controller
+    if controller is None or not runtime.leader:
+        raise ApiProblem(503, "this replica is not the leader; send actions to the leader")
+    if name not in controller.manager.workloads:
+        raise ApiProblem(404, f"no live workload {name!r}")
+    team = controller.manager.workloads[name].team
+    if not ctx.principal.may(Access.TEAM_ACTION, team):
+        raise ApiProblem(403, f"{ctx.principal.name} ({ctx.principal.role}) may not {action} {team}'s workloads")
+    before = _snapshot(controller, name)
+    actor = ctx.principal.name
+    try:
+        getattr(runtime, action)(name, actor)
+    except KeyError:
+        raise ApiProblem(404, f"no live workload {name!r}") from None
+    except ValueError as exc:
+        raise ApiProblem(409, f"cannot {action} {name}: {exc}") from None
+    after = _snapshot(controller, name)
+    reason = ctx.body.reason if ctx.body is not None else None
+    audit(runtime, actor, action, name, before, {**after, "reason": reason} if reason else after)
+    return ActionResult(workload=name, action=action, actor=actor, before=before, after=after)
+
+
+def _snapshot(controller: Any, name: str) -> dict[str, Any]:
+    manager = controller.manager
+    if name not in manager.workloads:
+        return {"state": "gone"}
+    return {"state": str(manager.state[name]), "held": name in manager.held}
+
+
+def audit(runtime: Any, actor: str, action: str, target: str, before: Any, after: Any) -> None:
+    entry = AuditEntry(actor=actor, action=action, target=target, before=before, after=after, at=datetime.now(UTC))
+    if runtime.ledger is None:
+        # Without a ledger the log is the only record; the action itself was allowed, so it still happens.
+        log.warning("audit (no ledger): %s %s %s before=%s after=%s", actor, action, target, before, after)
+        return
+    runtime.ledger.record(entry)
+
+
+@router.add(
+    "POST",
+    WORKLOAD_PATH + "/hold",
+    summary="Hold a pending workload",
+    access=Access.TEAM_ACTION,
+    response=ActionResult,
+    body=ActionRequest,
+    tag="actions",
+    statuses=(409, 503),
+)
+async def hold(ctx: Context) -> ActionResult:
+    return await _act(ctx, "hold")
+
+
+@router.add(
+    "POST",
+    WORKLOAD_PATH + "/release",
+    summary="Release a held workload",
+    access=Access.TEAM_ACTION,
+    response=ActionResult,
+    body=ActionRequest,
+    tag="actions",
+    statuses=(409, 503),
+)
+async def release(ctx: Context) -> ActionResult:
+    return await _act(ctx, "release")
+
+
+@router.add(
+    "POST",
+    WORKLOAD_PATH + "/preempt",
+    summary="Preempt an admitted workload, with its checkpoint",
+    access=Access.TEAM_ACTION,
+    response=ActionResult,
+    body=ActionRequest,
+    tag="actions",
+    statuses=(409, 503),
+)
+async def preempt(ctx: Context) -> ActionResult:
+    return await _act(ctx, "preempt")
