@@ -9,6 +9,8 @@ own package) and put its factory in COMPONENTS.
 from __future__ import annotations
 
 import asyncio
+import importlib
+import importlib.util
 import logging
 import signal
 import sys
@@ -21,14 +23,13 @@ import orjson
 import structlog
 import typer
 
+from kuota.components import StartError
+from kuota.runtime import Runtime
+from quota.config import QuotaConfig
 from quota.loader import ConfigError
 from webhooks.server import DEFAULT_PORT, WebhookServer
 from webhooks.state import DEFAULT_SERVICE_ACCOUNT, WebhookState
 from webhooks.tls import ReloadingTLS
-
-
-class StartError(Exception):
-    """A component cannot start with the options given; the message says which and why."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,20 @@ class ServeOptions:
     webhook_host: str
     webhook_port: int
     service_account_username: str
+    cluster: str = "kube"
+    kubeconfig: Path | None = None
+    database_url: str | None = None
+    lease_name: str = "kuota-controller"
+    lease_namespace: str = "kuota-system"
+    lease_duration: int = 15
+    config_map: str | None = None
+    kube_qps: float = 50.0
+    kube_burst: int = 100
+    admin_host: str = "0.0.0.0"
+    admin_port: int = 8080
+    admin_token_file: Path | None = None
+    admin_tls_cert: Path | None = None
+    admin_tls_key: Path | None = None
 
 
 class Component(Protocol):
@@ -50,7 +65,7 @@ class Component(Protocol):
 class WebhookComponent:
     """The admission webhooks for batch/v1 Jobs, over TLS."""
 
-    def __init__(self, options: ServeOptions) -> None:
+    def __init__(self, options: ServeOptions, runtime: Runtime | None = None) -> None:
         """Reads the quota file and the TLS files now, so that a bad one stops `serve` before anything starts."""
         flags = (("--config", options.config), ("--tls-cert", options.tls_cert), ("--tls-key", options.tls_key))
         missing = [flag for flag, value in flags if value is None]
@@ -77,12 +92,25 @@ class WebhookComponent:
         await self.server.stop()
 
 
-ComponentFactory = Callable[[ServeOptions], Component]
+ComponentFactory = Callable[[ServeOptions, Runtime], Component]
+
+
+def _optional(module: str, name: str) -> ComponentFactory | None:
+    """A factory imported only when used (keeps `kuota --help` fast); None while the module is not in this build."""
+    if importlib.util.find_spec(module) is None:
+        return None
+
+    def factory(options: ServeOptions, runtime: Runtime) -> Component:
+        made: Component = getattr(importlib.import_module(module), name)(options, runtime)
+        return made
+
+    return factory
+
 
 COMPONENTS: dict[str, ComponentFactory | None] = {
     "webhook": WebhookComponent,
-    "controller": None,
-    "admin": None,
+    "controller": _optional("kuota.components.controller", "make_controller_component"),
+    "admin": _optional("admin.component", "make_admin_component"),
 }
 
 
@@ -104,12 +132,37 @@ def serve(
         str,
         typer.Option("--service-account-username", help="Username kuota's own requests arrive with."),
     ] = DEFAULT_SERVICE_ACCOUNT,
+    cluster: Annotated[str, typer.Option("--cluster", help="kube, or sim: a simulated cluster in real time.")] = "kube",
+    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="Default: in-cluster, else ~/.kube.")] = None,
+    database_url: Annotated[
+        str | None, typer.Option("--database-url", help="Ledger database (default KUOTA_DATABASE_URL, else SQLite).")
+    ] = None,
+    lease_name: Annotated[str, typer.Option("--lease-name")] = "kuota-controller",
+    lease_namespace: Annotated[str, typer.Option("--lease-namespace")] = "kuota-system",
+    lease_duration: Annotated[int, typer.Option("--lease-duration", min=2, help="Seconds.")] = 15,
+    config_map: Annotated[
+        str | None, typer.Option("--config-map", help="NAMESPACE/NAME of a ConfigMap holding the quota file.")
+    ] = None,
+    kube_qps: Annotated[float, typer.Option("--kube-qps", min=0.1)] = 50.0,
+    kube_burst: Annotated[int, typer.Option("--kube-burst", min=1)] = 100,
+    admin_host: Annotated[str, typer.Option("--admin-host")] = "0.0.0.0",
+    admin_port: Annotated[int, typer.Option("--admin-port", min=0, max=65535)] = 8080,
+    admin_tokens: Annotated[Path | None, typer.Option("--admin-tokens", help="Bearer tokens and roles.")] = None,
+    admin_tls_cert: Annotated[Path | None, typer.Option("--admin-tls-cert")] = None,
+    admin_tls_key: Annotated[Path | None, typer.Option("--admin-tls-key")] = None,
 ) -> None:
     """Run kuota's components until SIGTERM or SIGINT, then finish what is in flight and exit."""
     names = _select(components)
-    options = ServeOptions(config, tls_cert, tls_key, webhook_host, webhook_port, service_account_username)
+    options = ServeOptions(
+        config, tls_cert, tls_key, webhook_host, webhook_port, service_account_username,
+        cluster=cluster, kubeconfig=kubeconfig, database_url=database_url, lease_name=lease_name,
+        lease_namespace=lease_namespace, lease_duration=lease_duration, config_map=config_map,
+        kube_qps=kube_qps, kube_burst=kube_burst, admin_host=admin_host, admin_port=admin_port,
+        admin_token_file=admin_tokens, admin_tls_cert=admin_tls_cert, admin_tls_key=admin_tls_key,
+    )  # fmt: skip
     try:
-        built = [_factory(name)(options) for name in names]
+        runtime = _runtime(config)
+        built = [_factory(name)(options, runtime) for name in names]
     except StartError as exc:
         _fail(str(exc))
     _configure_logging()
@@ -117,6 +170,18 @@ def serve(
         _run_loop(_run(built))
     except StartError as exc:
         _fail(str(exc))
+
+
+def _runtime(config: Path | None) -> Runtime:
+    """The one Runtime every component shares; without a file the quota comes later (e.g. from a ConfigMap)."""
+    if config is None:
+        return Runtime(QuotaConfig(), "")
+    try:
+        return Runtime.from_file(config)
+    except ConfigError as exc:
+        raise StartError(exc.render()) from None
+    except OSError as exc:
+        raise StartError(f"cannot read {config}: {exc}") from None
 
 
 def _select(components: str | None) -> list[str]:

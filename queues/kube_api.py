@@ -1,0 +1,194 @@
+"""The few Kubernetes API calls kuota makes, with client-side rate limiting and retries.
+
+Every call waits for a token (QPS/burst, like client-go's flowcontrol) so a burst of admissions cannot flood the
+API server, and retries 429, 5xx and broken connections with capped exponential backoff (honouring Retry-After).
+Jobs are read and patched as plain JSON (`_preload_content=False`): the pure Job → Workload conversion wants the
+API's own mappings, and skipping the model classes keeps big lists cheap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import aiohttp
+import orjson
+import structlog
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+log = structlog.get_logger("kuota.kube")
+
+Obj = dict[str, Any]
+T = TypeVar("T")
+
+MERGE_PATCH = "application/merge-patch+json"
+RETRYABLE = frozenset({429, 500, 502, 503, 504})
+
+
+class TokenBucket:
+    """`rate` tokens a second, at most `burst` saved up; `take()` waits for one."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = max(rate, 1e-9)
+        self.burst = max(1, burst)
+        self.tokens = float(self.burst)
+        self.clock = clock
+        self.stamp = clock()
+
+    def _refill(self) -> None:
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+
+    def try_take(self) -> bool:
+        self._refill()
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
+
+    async def take(self) -> None:
+        if self.try_take():
+            return
+        # Reserve the token now (the count may go negative) and sleep until it exists: waiters queue up fairly.
+        self.tokens -= 1
+        await asyncio.sleep(-self.tokens / self.rate)
+
+
+class ApiStatusError(Exception):
+    def __init__(self, status: int, body: str, retry_after: float | None = None) -> None:
+        super().__init__(f"HTTP {status}: {body[:300]}")
+        self.status = status
+        self.body = body
+        self.retry_after = retry_after
+
+
+def status_of(exc: BaseException) -> int | None:
+    if isinstance(exc, ApiStatusError):
+        return exc.status
+    if isinstance(exc, ApiException):
+        return int(exc.status or 0)
+    return None
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    if isinstance(exc, ApiStatusError):
+        return exc.retry_after
+    headers = getattr(exc, "headers", None)
+    raw = headers.get("Retry-After") if headers else None
+    try:
+        return float(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def retryable(exc: BaseException) -> bool:
+    status = status_of(exc)
+    if status is not None:
+        return status in RETRYABLE or status == 0
+    return isinstance(exc, aiohttp.ClientError | asyncio.TimeoutError | ConnectionError)
+
+
+class KubeApi:
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        qps: float = 50.0,
+        burst: int = 100,
+        max_attempts: int = 8,
+        backoff_s: float = 0.05,
+        backoff_max_s: float = 5.0,
+    ) -> None:
+        self.api_client = api_client
+        self.batch = client.BatchV1Api(api_client)
+        self.core = client.CoreV1Api(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
+        self.bucket = TokenBucket(qps, burst)
+        self.max_attempts = max_attempts
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+
+    async def call(self, what: str, fn: Callable[[], Awaitable[T]], *, attempts: int | None = None) -> T:
+        """Run `fn` under the rate limit, retrying what a retry can fix; other errors propagate at once."""
+        limit = attempts or self.max_attempts
+        for attempt in range(1, limit + 1):
+            await self.bucket.take()
+            try:
+                return await fn()
+            except Exception as exc:
+                if attempt == limit or not retryable(exc):
+                    raise
+                delay = _retry_after(exc) or min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))
+                delay *= 0.5 + random.random()  # jitter: replicas and Jobs do not retry in lockstep
+                log.info("kube_retry", call=what, attempt=attempt, status=status_of(exc), error=str(exc)[:200])
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    # -- Jobs as plain JSON -------------------------------------------------------------------------------------
+
+    async def list_jobs(self, *, limit: int = 500) -> tuple[list[Obj], str]:
+        """Every Job in every namespace (paged), and the list's resourceVersion to watch from."""
+        items: list[Obj] = []
+        token: str | None = None
+        version = ""
+        while True:
+            kwargs: dict[str, Any] = {"limit": limit, "_preload_content": False}
+            if token:
+                kwargs["_continue"] = token
+            page = await self.call(
+                "list jobs", lambda kw=kwargs: self._json(self.batch.list_job_for_all_namespaces(**kw))
+            )
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            version = meta.get("resourceVersion") or version
+            token = meta.get("continue")
+            if not token:
+                return items, version
+
+    async def get_job(self, namespace: str, name: str) -> Obj:
+        return await self.call(
+            f"get job {namespace}/{name}",
+            lambda: self._json(self.batch.read_namespaced_job(name, namespace, _preload_content=False)),
+        )
+
+    async def patch_job(self, namespace: str, name: str, patch: Obj) -> Obj:
+        """A merge patch, retried; on 409 the Job is read again and the patch applied again (it is absolute)."""
+        for _ in range(5):
+            try:
+                return await self.call(
+                    f"patch job {namespace}/{name}",
+                    lambda: self._json(
+                        self.batch.patch_namespaced_job(
+                            name, namespace, patch, _content_type=MERGE_PATCH, _preload_content=False
+                        )
+                    ),
+                )
+            except Exception as exc:
+                if status_of(exc) != 409:
+                    raise
+                await self.get_job(namespace, name)
+        raise ApiStatusError(409, f"job {namespace}/{name} kept conflicting")
+
+    async def _json(self, pending: Awaitable[Any]) -> Obj:
+        response = await pending
+        try:
+            body = await response.read()
+        finally:
+            response.release()
+        if not 200 <= response.status <= 299:
+            retry = response.headers.get("Retry-After")
+            raise ApiStatusError(response.status, body.decode("utf-8", "replace"), float(retry) if retry else None)
+        decoded: Obj = orjson.loads(body)
+        return decoded
+
+    async def create_event(self, namespace: str, body: Obj) -> None:
+        await self.call(
+            "create event",
+            lambda: self._json(self.core.create_namespaced_event(namespace, body, _preload_content=False)),
+            attempts=3,
+        )

@@ -1,0 +1,207 @@
+"""Kubernetes Events on Jobs for every decision a user cares about, as a Journal.
+
+`kubectl describe job` is where people look first, so queueing, admission, preemption (and by whom), the
+checkpoint handshake and requeues show up there. Events are best effort: each one is a scheduled task, a token
+bucket per Job stops a Job that flaps from flooding the API server, and a failure is logged and dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+
+import structlog
+
+from admission.workload import FlavorResource, PreemptionReason, Workload
+from queues.kube_api import KubeApi, TokenBucket
+
+log = structlog.get_logger("kuota.kube.events")
+
+COMPONENT = "kuota"
+PER_JOB_BURST = 10
+PER_JOB_RATE = 0.2
+"""One Event every five seconds per Job once its burst is spent."""
+
+
+def rfc3339(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def micro_time(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class EventRecorder:
+    def __init__(
+        self,
+        api: KubeApi,
+        uid_of: Callable[[str], str | None],
+        *,
+        instance: str = "kuota",
+        burst: int = PER_JOB_BURST,
+        rate: float = PER_JOB_RATE,
+    ) -> None:
+        self.api = api
+        self.uid_of = uid_of
+        self.instance = instance
+        self.burst = burst
+        self.rate = rate
+        self._buckets: dict[str, TokenBucket] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.sent = 0
+        self.dropped = 0
+
+    def emit(self, workload: str, reason: str, message: str, at: int, *, warning: bool = False) -> None:
+        """An Event on the Job `namespace/name`; returns at once."""
+        bucket = self._buckets.get(workload)
+        if bucket is None:
+            bucket = self._buckets[workload] = TokenBucket(self.rate, self.burst)
+        if not bucket.try_take():
+            self.dropped += 1
+            return
+        namespace, _, name = workload.partition("/")
+        self.emit_on(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "namespace": namespace,
+                "name": name,
+                "uid": self.uid_of(workload),
+            },
+            reason,
+            message,
+            at,
+            warning=warning,
+        )
+
+    def emit_on(
+        self, involved: Mapping[str, str | None], reason: str, message: str, at: int, *, warning: bool = False
+    ) -> None:
+        namespace = involved.get("namespace") or "default"
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{involved.get('name')}.", "namespace": namespace},
+            "involvedObject": {k: v for k, v in involved.items() if v},
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.instance,
+            "action": reason,
+            "firstTimestamp": rfc3339(at),
+            "lastTimestamp": rfc3339(at),
+            "eventTime": micro_time(at),
+            "count": 1,
+        }
+        task = asyncio.get_running_loop().create_task(self._send(namespace, body))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def forget(self, workload: str) -> None:
+        self._buckets.pop(workload, None)
+
+    async def _send(self, namespace: str, body: dict[str, object]) -> None:
+        try:
+            await self.api.create_event(namespace, body)
+            self.sent += 1
+        except Exception as exc:
+            log.info("event_dropped", reason=body.get("reason"), error=str(exc)[:200])
+
+    async def drain(self, timeout_s: float = 2.0) -> None:
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout_s)
+
+
+def _flavors(workload: Workload) -> str:
+    admission = workload.admission
+    if admission is None:
+        return "-"
+    names = sorted({f for per_pod_set in admission.flavors.values() for f in per_pod_set.values()})
+    return ", ".join(names) or "-"
+
+
+class EventJournal:
+    """The Journal that turns controller steps into Events on the Jobs."""
+
+    def __init__(self, recorder: EventRecorder) -> None:
+        self.recorder = recorder
+
+    def workload_seen(self, workload: Workload, at: int) -> None:
+        return None
+
+    def queued(self, workload: Workload, position: int, at: int) -> None:
+        self.recorder.emit(
+            workload.name,
+            "Queued",
+            f"Queued in {workload.queue or workload.team} (team {workload.team}) at position {position}",
+            at,
+        )
+
+    def admitted(
+        self,
+        workload: Workload,
+        attempt: int,
+        usage: Mapping[FlavorResource, int],
+        borrowed: Mapping[FlavorResource, int],
+        at: int,
+    ) -> None:
+        lent = " (borrowing from the cohort)" if any(borrowed.values()) else ""
+        self.recorder.emit(
+            workload.name,
+            "Admitted",
+            f"Admitted by team {workload.team} on flavor {_flavors(workload)}{lent}, attempt {attempt}",
+            at,
+        )
+
+    def finished(self, workload: Workload, attempt: int, succeeded: bool, at: int) -> None:
+        self.recorder.forget(workload.name)
+
+    def preemption_issued(
+        self, victim: Workload, attempt: int, preemptor: str | None, reason: PreemptionReason | str, at: int
+    ) -> None:
+        by = f"by {preemptor}" if preemptor else "by hand"
+        self.recorder.emit(victim.name, "Preempted", f"Preempted {by} ({reason})", at, warning=True)
+
+    def checkpoint_requested(self, victim: Workload, attempt: int, deadline: int, via: str, at: int) -> None:
+        self.recorder.emit(
+            victim.name,
+            "CheckpointRequested",
+            f"Checkpoint requested via {via}; the Job is suspended at {rfc3339(deadline)} at the latest",
+            at,
+        )
+
+    def checkpoint_acked(self, victim: Workload, attempt: int, checkpoint_id: str | None, at: int) -> None:
+        ident = f" {checkpoint_id}" if checkpoint_id else ""
+        self.recorder.emit(victim.name, "CheckpointAcked", f"Checkpoint{ident} done; suspending", at)
+
+    def checkpoint_timed_out(self, victim: Workload, attempt: int, at: int) -> None:
+        self.recorder.emit(
+            victim.name, "CheckpointTimedOut", "No checkpoint before the deadline; suspending anyway", at, warning=True
+        )
+
+    def suspended(self, victim: Workload, attempt: int, lost_gpu_milliseconds: int, at: int) -> None:
+        lost = (
+            f"; {lost_gpu_milliseconds / 1000:.0f} GPU-seconds since the last checkpoint"
+            if lost_gpu_milliseconds
+            else ""
+        )
+        self.recorder.emit(victim.name, "Suspended", f"Suspended to free its quota{lost}", at)
+
+    def requeued(self, workload: Workload, attempt: int, eligible_at: int, at: int) -> None:
+        wait = max(0, eligible_at - at) // 1000
+        self.recorder.emit(workload.name, "Requeued", f"Requeued keeping its place; eligible again in {wait}s", at)
+
+    def held(self, workload: Workload, actor: str, at: int) -> None:
+        self.recorder.emit(workload.name, "Held", f"Held by {actor}", at)
+
+    def released(self, workload: Workload, actor: str, at: int) -> None:
+        self.recorder.emit(workload.name, "Released", f"Released by {actor}", at)
+
+    def config_applied(self, text: str, source: str, at: int) -> None:
+        return None
+
+    def cycle(self, heads: int, admitted: int, preempting: int, duration_s: float, at: int) -> None:
+        return None

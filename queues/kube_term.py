@@ -1,0 +1,156 @@
+"""One term as leader: rebuild the controller from the cluster and the ledger, decide, and stop cleanly.
+
+A new leader trusts nothing it remembers from an earlier term. It lists the Jobs (running ones are submitted with
+their admission, so nothing is admitted twice; waiting ones are queued by creation time), closes in the ledger the
+usage of work that ended while nobody led, continues every workload's attempt count, reloads fair-share credits
+from the usage intervals, and only then starts the loop and the watch.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import structlog
+
+from accounting import repository
+from accounting.ledger import Ledger
+from accounting.recovery import close_orphaned_intervals, last_activity
+from admission.job import job_annotations
+from admission.labels import ADMITTED_FLAVOR
+from queues.controller import Controller, Tracking
+from queues.journal import Journals
+from queues.kube import KubeCluster, epoch_ms, finished_at, finished_condition, is_suspended, job_key
+from queues.kube_api import KubeApi
+from queues.kube_events import EventJournal, EventRecorder
+from queues.ledger_journal import LedgerJournal
+from queues.loop import ControllerLoop, LoopTimers, wall_clock_ms
+from quota.config import QuotaConfig
+from quota.credits import UsageInterval
+
+log = structlog.get_logger("kuota.controller")
+
+CREDIT_HISTORY_HALF_LIVES = 10
+"""Usage older than this many half-lives weighs under 0.1 %: not worth reading."""
+
+
+class LeaderTerm:
+    def __init__(
+        self,
+        api: KubeApi,
+        config: QuotaConfig,
+        ledger: Ledger | None,
+        *,
+        events: bool = True,
+        instance: str | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+        coalesce_s: float = 0.02,
+    ) -> None:
+        self.api = api
+        self.config = config
+        self.ledger = ledger
+        self.events = events
+        self.instance = instance or socket.gethostname()
+        self.clock = clock
+        self.coalesce_s = coalesce_s
+        self.controller: Controller | None = None
+        self.loop: ControllerLoop | None = None
+        self.cluster: KubeCluster | None = None
+        self.recorder: EventRecorder | None = None
+
+    async def start(self) -> None:
+        cluster = KubeCluster(
+            self.api, lambda: self.controller.config if self.controller else self.config, clock=self.clock
+        )
+        self.cluster = cluster
+        items, version = await self.api.list_jobs()
+        running = {
+            job_key(job): job
+            for job in items
+            if finished_condition(job) is None and not is_suspended(job) and ADMITTED_FLAVOR in job_annotations(job)
+        }
+        attempts: dict[str, int] = {}
+        journals: list[object] = []
+        if self.ledger is not None:
+            attempts = await self._recover_ledger(items, running, cluster)
+            journals.append(LedgerJournal(self.ledger))
+        if self.events:
+            self.recorder = EventRecorder(self.api, lambda key: _uid(cluster, key), instance=self.instance)
+            journals.append(EventJournal(self.recorder))
+        timers = LoopTimers()
+        controller = Controller(self.config, cluster, timers, Journals(*journals))
+        if self.ledger is not None:
+            await self._load_credits(controller, set(running))
+        for name, attempt in attempts.items():
+            controller.tracking[name] = Tracking(attempt=attempt)
+        ledger = self.ledger
+        loop = ControllerLoop(
+            controller,
+            timers,
+            clock=self.clock,
+            coalesce_s=self.coalesce_s,
+            backpressure=(lambda: ledger.full) if ledger is not None else None,
+        )
+        self.controller, self.loop = controller, loop
+        cluster.attach(controller, loop)
+        cluster.reflector.version = version
+        cluster.on_list(items)
+        cluster.reflector.synced.set()
+        # Trackers made for workloads that are not here any more would only leak.
+        for name in [n for n in controller.tracking if n not in controller.manager.workloads]:
+            del controller.tracking[name]
+        log.info(
+            "leader_term_started", jobs=len(items), running=len(running), queued=len(cluster.submitted) - len(running)
+        )
+        loop.start()
+        cluster.start_watching()
+
+    async def stop(self) -> None:
+        if self.loop is not None:
+            self.loop.active = False
+            await self.loop.stop()
+        if self.cluster is not None:
+            await self.cluster.settle(2.0)
+            await self.cluster.stop()
+        if self.recorder is not None:
+            await self.recorder.drain(1.0)
+        log.info("leader_term_stopped")
+
+    async def _recover_ledger(
+        self, items: list[dict[str, object]], running: dict[str, object], cluster: KubeCluster
+    ) -> dict[str, int]:
+        assert self.ledger is not None
+        engine = self.ledger.engine
+        await self.ledger.flush()
+        ended = {job_key(job): at for job in items if (at := finished_at(job)) is not None}
+        recovery = await close_orphaned_intervals(engine, set(running), ended, default_end=await last_activity(engine))
+        if recovery.closed or recovery.unresolved:
+            log.info("ledger_recovered", closed=len(recovery.closed), unresolved=sorted(recovery.unresolved))
+        for record in await repository.admitted_workloads(engine):
+            cluster.admitted_at[record.workload_id] = epoch_ms(record.admitted_at)
+        return dict(await repository.last_admission_attempts(engine))
+
+    async def _load_credits(self, controller: Controller, running: set[str]) -> None:
+        assert self.ledger is not None
+        now = self.clock()
+        half_life = controller.config.fair_sharing.usage_half_life
+        since = datetime.fromtimestamp(now / 1000, UTC) - timedelta(milliseconds=half_life * CREDIT_HISTORY_HALF_LIVES)
+        intervals = await repository.team_usage_intervals(self.ledger.engine, since)
+        # A running workload's open interval ends "now" here: submitting it opens its usage again from now on.
+        controller.credits.load(
+            UsageInterval(
+                team=i.team,
+                resource=i.resource,
+                quantity_milli=i.quantity_milli,
+                start_ms=epoch_ms(i.started_at),
+                end_ms=epoch_ms(i.ended_at) if i.ended_at is not None else max(now, epoch_ms(i.started_at)),
+            )
+            for i in intervals
+        )
+
+
+def _uid(cluster: KubeCluster, key: str) -> str | None:
+    job = cluster.jobs.get(key)
+    uid = ((job or {}).get("metadata") or {}).get("uid")
+    return uid if isinstance(uid, str) else None

@@ -1,0 +1,128 @@
+"""List and watch every batch/v1 Job, as client-go's reflector does.
+
+List once (paged) and hand the full set over, then watch from the list's resourceVersion with bookmarks so the
+version we resume from stays fresh. A watch that ends (server timeout, dropped stream) resumes from the last
+version seen; 410 Gone (the version was compacted away) means events were missed, so list again and hand over the
+full set, from which the consumer works out what was deleted meanwhile. Errors back off exponentially.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import orjson
+import structlog
+
+from queues.kube_api import ApiStatusError, KubeApi, retryable
+
+log = structlog.get_logger("kuota.kube.watch")
+
+Obj = dict[str, Any]
+
+
+class Gone(Exception):
+    """The resourceVersion we watch from is too old: list again."""
+
+
+class JobReflector:
+    def __init__(
+        self,
+        api: KubeApi,
+        on_list: Callable[[list[Obj]], None],
+        on_event: Callable[[str, Obj], None],
+        *,
+        timeout_s: int = 300,
+        backoff_s: float = 0.1,
+        backoff_max_s: float = 10.0,
+    ) -> None:
+        self.api = api
+        self.on_list = on_list
+        self.on_event = on_event
+        self.timeout_s = timeout_s
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+        self.version: str | None = None
+        self.lists = 0
+        self.watches = 0
+        self.synced = asyncio.Event()
+
+    async def list_once(self) -> None:
+        items, self.version = await self.api.list_jobs()
+        self.lists += 1
+        self.on_list(items)
+        self.synced.set()
+
+    async def run(self) -> None:
+        failures = 0
+        while True:
+            try:
+                if self.version is None:
+                    await self.list_once()
+                await self._watch(self.version)
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Gone:
+                log.info("watch_expired_relisting", version=self.version)
+                self.version = None
+            except Exception as exc:
+                failures += 1
+                if isinstance(exc, ApiStatusError) and exc.status == 410:
+                    self.version = None
+                elif not retryable(exc) and not isinstance(exc, ValueError):
+                    # Something unexpected (bad body, 4xx): start from a fresh list rather than loop on it.
+                    self.version = None
+                delay = min(self.backoff_max_s, self.backoff_s * 2 ** min(failures - 1, 10)) * (0.5 + random.random())
+                log.warning("watch_failed", error=str(exc)[:300], retry_in_s=round(delay, 3))
+                await asyncio.sleep(delay)
+
+    async def _watch(self, version: str) -> None:
+        await self.api.bucket.take()
+        self.watches += 1
+        response = await self.api.batch.list_job_for_all_namespaces(
+            watch=True,
+            resource_version=version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=self.timeout_s,
+            _preload_content=False,
+            _request_timeout=aiohttp.ClientTimeout(sock_connect=10, sock_read=self.timeout_s + 30),
+        )
+        try:
+            if response.status == 410:
+                raise Gone()
+            if response.status != 200:
+                body = await response.read()
+                raise ApiStatusError(response.status, body.decode("utf-8", "replace"))
+            buffer = b""
+            # Lines can be longer than aiohttp's readline limit (a big Job), so split chunks ourselves.
+            async for chunk in response.content.iter_any():
+                buffer += chunk
+                while True:
+                    end = buffer.find(b"\n")
+                    if end < 0:
+                        break
+                    line, buffer = buffer[:end], buffer[end + 1 :]
+                    if line.strip():
+                        self._handle(orjson.loads(line))
+        finally:
+            response.release()
+
+    def _handle(self, event: Obj) -> None:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        if kind == "ERROR":
+            code = obj.get("code")
+            if code == 410:
+                raise Gone()
+            raise ApiStatusError(int(code or 500), str(obj.get("message", "")))
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self.version = version
+        if kind == "BOOKMARK":
+            return
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            self.on_event(kind, obj)
