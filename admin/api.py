@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from admin.auth import Access, Principal
 from admin.problems import ApiProblem
 
-PRINCIPAL_KEY = web.AppKey("principal", Principal)
+PRINCIPAL_KEY = web.RequestKey("principal", Principal)
 
 
 @dataclass
@@ -99,7 +99,7 @@ class Router:
 
 def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def handle(request: web.Request) -> web.StreamResponse:
-        principal = request.get(PRINCIPAL_KEY.name) or Principal("anonymous", "none")
+        principal = request.get(PRINCIPAL_KEY) or Principal("anonymous", "none")
         if route.access is Access.ADMIN and not principal.may(Access.ADMIN):
             raise ApiProblem(403, f"{principal.name} ({principal.role}) may not {route.summary.lower()}: admin only")
         if route.access is Access.TEAM_ACTION and not principal.may(Access.TEAM_ACTION):

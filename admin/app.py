@@ -62,5 +62,5 @@ async def _auth_middleware(request: web.Request, handler: Handler) -> web.Stream
     principal = request.app[TOKENS_KEY].authenticate(token.strip())
     if principal is None:
         return problem_response(401, "unknown token", request.path)
-    request[PRINCIPAL_KEY.name] = principal
+    request[PRINCIPAL_KEY] = principal
     return await handler(request)

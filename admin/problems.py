@@ -46,7 +46,7 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
     except ApiProblem as exc:
         return problem_response(exc.status, exc.detail, request.path, exc.errors)
     except web.HTTPRequestEntityTooLarge as exc:
-        return problem_response(413, f"the request body is larger than {exc.max_size} bytes", request.path)
+        return problem_response(413, f"the request body is too large: {exc.text}", request.path)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
