@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,8 +70,8 @@ class ConfigMapRef:
 
 
 def identity() -> str:
-    """Pod name (the hostname in a Pod) plus the process id, so two replicas on one host still differ."""
-    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
+    """Pod name (the hostname in a Pod), process id and a random suffix: no two candidates ever share one."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}_{secrets.token_hex(3)}"
 
 
 class ControllerComponent:
