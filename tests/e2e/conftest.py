@@ -18,7 +18,7 @@ from kubernetes_asyncio import client
 
 from kuota.components.controller import ControllerComponent
 from kuota.runtime import Runtime
-from tests.fakekube import FakeKubeServer, FakeKubelet
+from tests.fakekube import FakeKubelet, FakeKubeServer
 from webhooks.server import WebhookServer
 from webhooks.state import DEFAULT_SERVICE_ACCOUNT, WebhookState
 from webhooks.tls import ReloadingTLS

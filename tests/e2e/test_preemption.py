@@ -37,7 +37,11 @@ async def test_checkpoint_handshake_acked_then_preemptor_runs(rig: Rig) -> None:
     await rig.batch.patch_namespaced_job(  # the job's own checkpoint code answering
         "victim",
         "default",
-        {"metadata": {"annotations": {"kuota.dev/checkpoint-completed-at": stamp, "kuota.dev/checkpoint-id": "ckpt-7"}}},
+        {
+            "metadata": {
+                "annotations": {"kuota.dev/checkpoint-completed-at": stamp, "kuota.dev/checkpoint-id": "ckpt-7"}
+            }
+        },
         _content_type=MERGE,
     )
     await eventually(lambda: rig.job("victim")["spec"]["suspend"] is True, what="victim suspended after its ack")
