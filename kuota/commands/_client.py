@@ -1,0 +1,95 @@
+"""What the client commands share: the server and token options, HTTP calls to the admin API, output and errors.
+
+Standard library only (urllib), so `kuota --help` and the client commands start fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import ssl
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+ServerOption = Annotated[
+    str | None, typer.Option("--server", envvar="KUOTA_SERVER", help="Admin API URL, e.g. https://kuota-admin:9443")
+]
+TokenOption = Annotated[str | None, typer.Option("--token", envvar="KUOTA_TOKEN", help="Bearer token.")]
+InsecureOption = Annotated[bool, typer.Option("--insecure", help="Do not verify the server's TLS certificate.")]
+OutputOption = Annotated[str, typer.Option("-o", "--output", help="table or json.")]
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    sys.stderr.write(f"error: {message}\n")
+    raise typer.Exit(code)
+
+
+def call(
+    server: str | None,
+    token: str | None,
+    method: str,
+    path: str,
+    query: dict[str, Any] | None = None,
+    body: Any = None,
+    insecure: bool = False,
+    raw: bool = False,
+) -> Any:
+    if not server:
+        fail("no server: pass --server URL or set KUOTA_SERVER")
+    if not token:
+        fail("no token: pass --token or set KUOTA_TOKEN")
+    params = {k: v for k, v in (query or {}).items() if v is not None}
+    url = server.rstrip("/") + path + ("?" + urllib.parse.urlencode(params) if params else "")
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method, headers={"Authorization": f"Bearer {token}"})
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    context = ssl._create_unverified_context() if insecure else None
+    try:
+        with urllib.request.urlopen(request, timeout=30, context=context) as response:
+            payload = response.read()
+    except urllib.error.HTTPError as exc:
+        detail = exc.reason
+        with contextlib.suppress(ValueError, AttributeError):
+            detail = json.loads(exc.read()).get("detail") or detail
+        # The caller's mistakes (unknown workload, bad input, no permission) are exit 2; the server's are 1.
+        fail(f"{exc.code}: {detail}", code=2 if exc.code in (400, 404, 409, 413, 422) else 1)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        fail(f"cannot reach {server}: {getattr(exc, 'reason', exc)}", code=1)
+    if raw:
+        return payload.decode()
+    return json.loads(payload)
+
+
+def workload_path(name: str) -> str:
+    namespace, _, short = name.rpartition("/")
+    if not short:
+        fail(f"{name!r} is not a workload name (namespace/name)")
+    quote = urllib.parse.quote
+    return f"/api/v1/workloads/{quote(namespace or '_', safe='')}/{quote(short, safe='')}"
+
+
+def output_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2))
+
+
+def check_output(output: str) -> None:
+    if output not in ("table", "json"):
+        fail(f"-o takes table or json, not {output!r}")
+
+
+def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    grid = Table(title=title)
+    for column in columns:
+        grid.add_column(column)
+    for row in rows:
+        grid.add_row(*["" if v is None else str(v) for v in row])
+    Console().print(grid)
