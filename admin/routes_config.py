@@ -167,7 +167,7 @@ def _changes(old: dict[str, Node], new: dict[str, Node]) -> Iterable[QuotaChange
                         node=name,
                         flavor=fr[0],
                         resource=fr[1],
-                        field=field,  # type: ignore[arg-type]
+                        field=field,
                         old=None if va is None else Quantity.of(fr[1], va),
                         new=None if vb is None else Quantity.of(fr[1], vb),
                     )
@@ -193,7 +193,7 @@ def _affected(controller: Any, tree: QuotaTree, teams: set[str]) -> list[Affecte
                 AffectedWorkload(
                     workload=name,
                     team=workload.team,
-                    state=state,  # type: ignore[arg-type]
+                    state=state,
                     effect="team removed while it has work: the new file would be refused",
                 )
             )
@@ -208,7 +208,7 @@ def _affected(controller: Any, tree: QuotaTree, teams: set[str]) -> list[Affecte
                         AffectedWorkload(
                             workload=name,
                             team=workload.team,
-                            state=state,  # type: ignore[arg-type]
+                            state=state,
                             effect=f"runs above the team's new maximum: {workload.team} uses "
                             f"{format_resource(fr[1], team_used)} of {fr[0]}/{fr[1]}, the new maximum is "
                             f"{format_resource(fr[1], maximum)}",

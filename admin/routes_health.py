@@ -53,7 +53,7 @@ async def readyz(ctx: Context) -> web.Response:
     body = Readiness(
         ready=ready,
         config_loaded=config_loaded,
-        ledger=state,  # type: ignore[arg-type]
+        ledger=state,
         ledger_backlog=backlog,
         leader=bool(runtime.leader),
         detail=detail,

@@ -78,7 +78,9 @@ def _state_counts(controller: object) -> dict[tuple[str, str], int]:
     return counts
 
 
-def _team_view(controller: object, name: str, lent: dict, counts: dict[tuple[str, str], int]) -> TeamView:
+def _team_view(
+    controller: object, name: str, lent: dict[str, dict[tuple[str, str], int]], counts: dict[tuple[str, str], int]
+) -> TeamView:
     manager = controller.manager  # type: ignore[attr-defined]
     live = manager.live
     node = live.teams[name]

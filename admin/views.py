@@ -84,7 +84,7 @@ def workload_view(controller: Any, name: str, positions: dict[str, tuple[int, in
     namespace, _, _ = name.rpartition("/")
     status = None
     reason = None
-    position = (None, None)
+    position: tuple[int | None, int | None] = (None, None)
     if state == "pending":
         status = pending_status(manager, name)
         reason = manager.messages.get(name) or None
@@ -118,8 +118,8 @@ def workload_view(controller: Any, name: str, positions: dict[str, tuple[int, in
         queue=workload.queue,
         priority=workload.priority,
         priority_class=workload.priority_class,
-        state=state,  # type: ignore[arg-type]
-        status=status,  # type: ignore[arg-type]
+        state=state,
+        status=status,
         position_in_team=position[0],
         position_in_queue=position[1],
         reason=reason,
