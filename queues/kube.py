@@ -57,7 +57,7 @@ def finished_condition(job: Mapping[str, Any]) -> bool | None:
     """True when the Job completed, False when it failed, None while it has not finished."""
     for condition in (job.get("status") or {}).get("conditions") or []:
         if condition.get("status") == "True" and condition.get("type") in ("Complete", "Failed"):
-            return condition["type"] == "Complete"
+            return bool(condition["type"] == "Complete")
     return None
 
 

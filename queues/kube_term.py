@@ -9,8 +9,9 @@ from the usage intervals, and only then starts the loop and the watch.
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import structlog
 
@@ -118,7 +119,7 @@ class LeaderTerm:
         log.info("leader_term_stopped")
 
     async def _recover_ledger(
-        self, items: list[dict[str, object]], running: dict[str, object], cluster: KubeCluster
+        self, items: list[dict[str, Any]], running: Mapping[str, object], cluster: KubeCluster
     ) -> dict[str, int]:
         assert self.ledger is not None
         engine = self.ledger.engine

@@ -62,7 +62,8 @@ class JobReflector:
             try:
                 if self.version is None:
                     await self.list_once()
-                await self._watch(self.version)
+                if self.version is not None:
+                    await self._watch(self.version)
                 failures = 0
             except asyncio.CancelledError:
                 raise

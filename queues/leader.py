@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,8 +42,8 @@ class LeaseElector:
         lease_duration_s: int = 15,
         renew_deadline_s: float = 10.0,
         retry_period_s: float = 2.0,
-        on_started: Callable[[], Awaitable[None]],
-        on_stopped: Callable[[], Awaitable[None]],
+        on_started: Callable[[], Coroutine[Any, Any, None]],
+        on_stopped: Callable[[], Coroutine[Any, Any, None]],
     ) -> None:
         if not 0 < renew_deadline_s < lease_duration_s:
             raise ValueError("the renew deadline must be shorter than the lease duration")
@@ -87,7 +87,7 @@ class LeaseElector:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.retry_period_s)
 
-    async def _switch(self, callback: Callable[[], Awaitable[None]]) -> None:
+    async def _switch(self, callback: Callable[[], Coroutine[Any, Any, None]]) -> None:
         # Starting (listing Jobs, reading the ledger) may take a while: the Lease must keep being renewed.
         if self._transition is not None and not self._transition.done():
             await self._transition

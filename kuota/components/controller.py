@@ -175,7 +175,7 @@ class ControllerComponent:
                     config_file=str(self.options.kubeconfig), client_configuration=configuration
                 )
             elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-                kube_config.load_incluster_config(client_configuration=configuration)
+                kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
             else:
                 await kube_config.load_kube_config(client_configuration=configuration)
         except Exception as exc:
