@@ -96,7 +96,7 @@ class _FairOrder:
                 for ancestor in entry.team.ancestors():
                     factor = self.snapshot.factor(node.name) if node.is_team else None
                     share = tree.dominant_resource_share(node, factor=factor)
-                    keys[(ancestor.name, entry.workload.name)] = (share.borrowing, share.key())
+                    keys[(ancestor.name, entry.workload.name)] = (share.borrowing, share.sort_key)
                     node = ancestor
         winner = self._play(root, by_team, keys)
         assert winner is not None

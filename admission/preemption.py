@@ -329,9 +329,16 @@ class _FairSearch:
         for workload in candidates:
             self.queues.setdefault(workload.team, []).append(workload)
         self.targets: list[Target] = []
+        self._shares_without: dict[tuple[str, str, tuple[tuple[FlavorResource, int], ...]], DominantShare] = {}
+        self._shares: dict[str, DominantShare] = {}
 
     def share(self, node: Node) -> DominantShare:
-        return self.snapshot.tree.dominant_resource_share(node, factor=self.snapshot.factor(node.name))
+        # Shares only move when a victim is taken; between takes every pick asks for the same ones.
+        cached = self._shares.get(node.name)
+        if cached is None:
+            cached = self.snapshot.tree.dominant_resource_share(node, factor=self.snapshot.factor(node.name))
+            self._shares[node.name] = cached
+        return cached
 
     def fits(self) -> bool:
         # The preemptor's usage is charged while the search runs (so shares include it); take it out to test.
@@ -344,6 +351,8 @@ class _FairSearch:
             tree.add_all(self.request.team, with_removed)
 
     def take(self, workload: Workload, reason: PreemptionReason) -> bool:
+        self._shares_without.clear()
+        self._shares.clear()
         self.queues[workload.team].remove(workload)
         self.snapshot.remove_workload(workload)
         self.targets.append(Target(workload, reason))
@@ -362,9 +371,9 @@ class _FairSearch:
             if own and not include_preemptor:
                 continue
             share = self.share(node)
-            if not own and share.key() == (0, Fraction(0)):
+            if not own and share.sort_key == (0, Fraction(0)):
                 continue  # not borrowing (or borrowing nothing anyone lends): nothing to reclaim here
-            key = (share.key(), 0 if own else 1, -self.order[queue[0].name])
+            key = (share.sort_key, 0 if own else 1, -self.order[queue[0].name])
             if best is None or key > best:
                 best, chosen = key, name
         return chosen
@@ -372,10 +381,21 @@ class _FairSearch:
     def share_without(self, node: Node, victim: Workload) -> DominantShare:
         """`node`'s share if `victim` were gone (usage leaves through the victim's team, as lending limits say)."""
         usage = self.snapshot.usage_of(victim)
+        # Until the next victim is taken nothing changes, and look-alike victims (the many one-GPU jobs of a
+        # team) give the same answer: compute it once.
+        key = (node.name, victim.team, tuple(sorted(usage.items())))
+        cached = self._shares_without.get(key)
+        if cached is not None:
+            return cached
+        share = self._share_without(node, victim, usage)
+        self._shares_without[key] = share
+        return share
+
+    def _share_without(self, node: Node, victim: Workload, usage: dict[FlavorResource, int]) -> DominantShare:
         victim_team = self.snapshot.team(victim.team)
         self.snapshot.tree.remove_all(victim_team, usage)
         try:
-            return self.share(node)
+            return self.snapshot.tree.dominant_resource_share(node, factor=self.snapshot.factor(node.name))
         finally:
             self.snapshot.tree.add_all(victim_team, usage)
 
@@ -386,8 +406,8 @@ class _FairSearch:
 
 def _strategy(kind: PreemptionStrategy) -> Callable[[DominantShare, DominantShare, DominantShare], bool]:
     if kind is PreemptionStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE:
-        return lambda mine, _old, new: mine.key() <= new.key()
-    return lambda mine, old, _new: mine.key() < old.key()
+        return lambda mine, _old, new: mine.sort_key <= new.sort_key
+    return lambda mine, old, _new: mine.sort_key < old.sort_key
 
 
 def _fair_targets(snapshot: Snapshot, request: PreemptionRequest) -> list[Target]:

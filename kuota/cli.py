@@ -14,7 +14,7 @@ import typer
 
 from kuota import commands
 
-app = typer.Typer(
+_app = typer.Typer(
     name="kuota",
     help="Job queueing and quota admission for Kubernetes GPU clusters.",
     no_args_is_help=True,
@@ -23,7 +23,7 @@ app = typer.Typer(
 )
 
 
-@app.callback()
+@_app.callback()
 def _root() -> None:
     """Job queueing and quota admission for Kubernetes GPU clusters."""
 
@@ -37,12 +37,21 @@ def _register_commands(argv: list[str]) -> None:
         names = [wanted]
     for name in names:
         module = importlib.import_module(f"{commands.__name__}.{name}")
-        module.register(app)
+        module.register(_app)
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """`kuota.cli.app` for tests and embedding: the app with every command registered."""
+    if name == "app":
+        if not _app.registered_commands:
+            _register_commands([])
+        return _app
+    raise AttributeError(name)
 
 
 def main() -> None:
     _register_commands(sys.argv)
     try:
-        app()
+        _app()
     except KeyboardInterrupt:
         sys.exit(130)

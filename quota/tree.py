@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 from quota.config import Cohort, QuotaConfig, Team, _QuotaHolder
 
@@ -301,7 +302,7 @@ class QuotaTree:
         return DominantShare(weight, ratio, dominant, True)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class DominantShare:
     """A DRS value compared exactly: weight 0 while borrowing is infinitely unfair."""
 
@@ -314,12 +315,17 @@ class DominantShare:
     def infinite(self) -> bool:
         return self.weight == 0 and self.borrowing
 
-    @property
+    @cached_property
     def value(self) -> Fraction:
         """The weighted share (meaningless when `infinite`)."""
         if self.ratio == 0 or self.weight == 0:
             return self.ratio
         return self.ratio / self.weight
+
+    @cached_property
+    def sort_key(self) -> tuple[int, Fraction]:
+        """Sort key: larger means less entitled to more capacity."""
+        return self.key()
 
     def key(self) -> tuple[int, Fraction]:
         """Sort key: larger means less entitled to more capacity."""
