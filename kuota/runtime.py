@@ -15,7 +15,7 @@ from accounting.ledger import Ledger
 from queues.controller import Controller
 from queues.loop import ControllerLoop, wall_clock_ms
 from quota.config import QuotaConfig
-from quota.loader import load_config_text
+from quota.loader import load_config_file, load_config_text
 
 
 class NotLeader(RuntimeError):
@@ -36,8 +36,8 @@ class Runtime:
 
     @classmethod
     def from_file(cls, path: Path) -> Runtime:
-        text = path.read_text(encoding="utf-8")
-        return cls(load_config_text(text, source=str(path)), text, path)
+        config = load_config_file(path)  # ConfigError, also when the file cannot be read
+        return cls(config, path.read_text(encoding="utf-8"), path)
 
     def now(self) -> int:
         return self.loop.clock() if self.loop is not None else wall_clock_ms()

@@ -9,7 +9,7 @@ from the usage intervals, and only then starts the loop and the watch.
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -47,7 +47,10 @@ class LeaderTerm:
         instance: str | None = None,
         clock: Callable[[], int] = wall_clock_ms,
         coalesce_s: float = 0.02,
+        extra_journals: Sequence[object] = (),
     ) -> None:
+        self.extra_journals = list(extra_journals)
+        """More listeners for every step (metrics), given by the composition root."""
         self.api = api
         self.config = config
         self.ledger = ledger
@@ -79,6 +82,7 @@ class LeaderTerm:
         if self.events:
             self.recorder = EventRecorder(self.api, lambda key: _uid(cluster, key), instance=self.instance)
             journals.append(EventJournal(self.recorder))
+        journals.extend(self.extra_journals)
         timers = LoopTimers()
         controller = Controller(self.config, cluster, timers, Journals(*journals))
         if self.ledger is not None:

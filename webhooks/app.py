@@ -7,6 +7,7 @@ because with failurePolicy Fail an error and a denial block the same Job, but on
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -37,10 +38,11 @@ Rule = Callable[[AdmissionRequest, WebhookState], Decision]
 log = structlog.get_logger("kuota.webhook")
 
 
-def make_app(state: WebhookState) -> web.Application:
+def make_app(state: WebhookState, observe: Callable[[str, float], None] | None = None) -> web.Application:
+    """The webhook application; `observe(endpoint, seconds)` is told how long each review took (metrics)."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    app.router.add_post(MUTATE_PATH, _review_handler("mutate", mutate_job, state))
-    app.router.add_post(VALIDATE_PATH, _review_handler("validate", validate_job, state))
+    app.router.add_post(MUTATE_PATH, _review_handler("mutate", mutate_job, state, observe))
+    app.router.add_post(VALIDATE_PATH, _review_handler("validate", validate_job, state, observe))
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz_handler(state))
     return app
@@ -79,10 +81,17 @@ def answer(endpoint: str, rule: Rule, state: WebhookState, body: bytes) -> tuple
     return 200, render_response(review.uid, decision)
 
 
-def _review_handler(endpoint: str, rule: Rule, state: WebhookState) -> Callable[[web.Request], Awaitable[web.Response]]:
+def _review_handler(
+    endpoint: str, rule: Rule, state: WebhookState, observe: Callable[[str, float], None] | None = None
+) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
-        status, body = answer(endpoint, rule, state, await request.read())
-        return web.Response(body=body, status=status, content_type="application/json")
+        started = time.perf_counter()
+        try:
+            status, body = answer(endpoint, rule, state, await request.read())
+            return web.Response(body=body, status=status, content_type="application/json")
+        finally:
+            if observe is not None:
+                observe(endpoint, time.perf_counter() - started)
 
     return handle
 

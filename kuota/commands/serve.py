@@ -27,6 +27,7 @@ from kuota.components import StartError
 from kuota.runtime import Runtime
 from quota.config import QuotaConfig
 from quota.loader import ConfigError
+from webhooks.app import make_app
 from webhooks.server import DEFAULT_PORT, WebhookServer
 from webhooks.state import DEFAULT_SERVICE_ACCOUNT, WebhookState
 from webhooks.tls import ReloadingTLS
@@ -80,7 +81,9 @@ class WebhookComponent:
         except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
             raise StartError(f"cannot load the TLS certificate and key: {exc}") from None
         self.address = f"{options.webhook_host}:{options.webhook_port}"
-        self.server = WebhookServer(state, tls, host=options.webhook_host, port=options.webhook_port)
+        self.server = WebhookServer(
+            state, tls, host=options.webhook_host, port=options.webhook_port, app=make_app(state, _webhook_observer())
+        )
 
     async def start(self) -> None:
         try:
@@ -259,3 +262,12 @@ def _configure_logging(level: int = logging.INFO) -> None:
         logger_factory=structlog.BytesLoggerFactory(sys.stderr.buffer),
         cache_logger_on_first_use=True,
     )
+
+
+def _webhook_observer() -> Callable[[str, float], None] | None:
+    """Webhook latency into the admin component's /metrics, when admin ships alongside."""
+    try:
+        from admin.metrics import observe_webhook
+    except ImportError:  # pragma: no cover
+        return None
+    return observe_webhook

@@ -189,7 +189,9 @@ class ControllerComponent:
             assert self.api is not None and self.elector is not None
             delay = 0.2
             while self.elector.leader and self.term is None:
-                term = LeaderTerm(self.api, self.runtime.config, self.ledger, instance=self.identity)
+                term = LeaderTerm(
+                    self.api, self.runtime.config, self.ledger, instance=self.identity, extra_journals=_metrics()
+                )
                 try:
                     await term.start()
                 except Exception as exc:
@@ -317,3 +319,12 @@ class ControllerComponent:
 
 def make_controller_component(options: ControllerOptions, runtime: Runtime) -> ControllerComponent:
     return ControllerComponent(options, runtime)
+
+
+def _metrics() -> list[object]:
+    """The Prometheus journal when the admin package is present (it serves /metrics)."""
+    try:
+        from admin.metrics import metrics_journal
+    except ImportError:  # pragma: no cover - admin ships with kuota; kept optional for embedders
+        return []
+    return [metrics_journal()]

@@ -107,8 +107,8 @@ def test_bad_files_stop_serve_with_exit_2(tmp_path: Path, tls_files: tuple[trust
 @pytest.mark.parametrize(
     ("components", "message"),
     [
-        ("controller", "controller: not available yet in this build (available: webhook)"),
-        ("webhook,admin", "admin: not available yet in this build"),
+        ("controller", "the controller component needs --config FILE or --config-map NAMESPACE/NAME"),
+        ("webhook,admin", "the webhook component needs --config, --tls-cert, --tls-key"),
         ("webhook,scheduler", "--components takes a comma list of webhook, controller, admin"),
         ("webhook", "the webhook component needs --config, --tls-cert, --tls-key"),
     ],
@@ -119,7 +119,6 @@ def test_component_selection(components: str, message: str) -> None:
     assert message in result.stderr
 
 
-def test_default_components_say_only_the_webhook_runs() -> None:
+def test_default_components_are_all_three_and_need_their_files() -> None:
     result = CliRunner().invoke(app, ["serve"])
-    assert "controller, admin not available yet in this build; only webhook runs" in result.stderr
     assert result.exit_code == 2 and "needs --config" in result.stderr
