@@ -16,14 +16,27 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+DEMO_OUT := out/demo
+
+# The main job on the embedded default: the sample organisation, three days of the ITP trace, the simulated
+# cluster and a SQLite ledger; then a usage report read back from that ledger.
 demo: $(STAMP)
-	$(BIN)/kuota demo
+	@mkdir -p $(DEMO_OUT)
+	@rm -f $(DEMO_OUT)/ledger.db
+	$(BIN)/kuota validate config/samples/org-quota.yaml
+	$(BIN)/kuota simulate --config config/samples/org-quota.yaml --trace config/samples/itp-slice.csv \
+		--format csv --report $(DEMO_OUT) --database-url sqlite+aiosqlite:///$(DEMO_OUT)/ledger.db
+	$(BIN)/kuota usage --database-url sqlite+aiosqlite:///$(DEMO_OUT)/ledger.db \
+		--from 2021-03-04 --to 2021-03-25 --by team
+	@echo
+	@echo "Report: $(DEMO_OUT)/report.html (opens offline in any browser); ledger: $(DEMO_OUT)/ledger.db"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
 typecheck: $(STAMP)
 	$(BIN)/mypy quota admission
+	$(BIN)/mypy --strict accounting queues/traces.py queues/report.py
 
 contracts: $(STAMP)
 	$(BIN)/lint-imports
