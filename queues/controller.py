@@ -206,11 +206,10 @@ class Controller:
                 if now >= eviction.deadline:
                     self.journal.checkpoint_timed_out(self.manager.workloads[name], track.attempt, now)
                     self._suspend(name, now)
-            elif kind == _ELIGIBLE and track.eligible_at and now >= track.eligible_at:
-                if name in self.manager.delayed:
-                    self.manager.delayed.discard(name)
-                    track.eligible_at = 0
-                    self.dirty = True
+            elif kind == _ELIGIBLE and track.eligible_at and now >= track.eligible_at and name in self.manager.delayed:
+                self.manager.delayed.discard(name)
+                track.eligible_at = 0
+                self.dirty = True
 
     def _remind(self, at: int, kind: int, name: str) -> None:
         heapq.heappush(self._due, (at, kind, name))

@@ -9,7 +9,7 @@ from the usage intervals, and only then starts the loop and the watch.
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Sequence, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 

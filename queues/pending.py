@@ -24,7 +24,7 @@ def equivalence(workload: Workload) -> tuple[object, ...]:
     return (
         workload.priority,
         tuple(
-            (ps.name, ps.count, ps.min_count, tuple(sorted(ps.requests.items())), tuple(sorted(ps.node_selector.items())))
+            (ps.name, ps.count, ps.min_count, tuple(sorted(ps.requests.items())), tuple(sorted(ps.node_selector.items())))  # noqa: E501
             for ps in workload.pod_sets
         ),
     )

@@ -210,12 +210,17 @@ class SimulationStats:
     def __init__(self, config: QuotaConfig, samples: int = 1500) -> None:
         self.config = config
         self.teams = {t.name: TeamStats() for t in config.teams}
+        # What "in use" measures: GPUs, or cpu for a quota file without GPUs (Kueue's own perf mixes).
+        has_gpu = any(r.endswith("gpu") for t in config.teams for g in t.groups() for r in g.covered_resources)
+        self.measured: Callable[[str], bool] = (lambda r: r.endswith("gpu")) if has_gpu else (lambda r: r == "cpu")
         self.gpu_nominal = {
             t.name: sum(
-                q.nominal for g in t.groups() for f in g.flavors for r, q in f.resources.items() if r.endswith("gpu")
+                q.nominal for g in t.groups() for f in g.flavors for r, q in f.resources.items() if self.measured(r)
             )
             for t in config.teams
         }
+        self.admit_times: dict[str, int] = {}
+        """First admission of every workload."""
         self.in_use: dict[str, int] = dict.fromkeys(self.teams, 0)
         self.submitted_at: dict[str, int] = {}
         self.admitted_once: set[str] = set()
@@ -270,11 +275,12 @@ class SimulationStats:
     def admitted(
         self, workload: Workload, attempt: int, usage: Mapping[tuple[str, str], int], borrowed: object, at: int
     ) -> None:
-        gpus = sum(v for (_, r), v in usage.items() if r.endswith("gpu"))
+        gpus = sum(v for (_, r), v in usage.items() if self.measured(r))
         self.running_gpus[workload.name] = gpus
         self.in_use[workload.team] += gpus
         if workload.name not in self.admitted_once:
             self.admitted_once.add(workload.name)
+            self.admit_times[workload.name] = at
             self.teams[workload.team].waits_ms.append(at - self.submitted_at.get(workload.name, at))
 
     def _stop(self, workload: Workload) -> None:
@@ -333,6 +339,12 @@ class SimulationStats:
             "teams": teams,
         }
 
+    def min_usage_share(self) -> float:
+        """The least any team used of its own nominal quota, on average over the run (Kueue's min usage)."""
+        span = max(1, self.last_event - (self.first_submit or 0))
+        shares = [s.gpu_ms / (self.gpu_nominal[t] * span) for t, s in self.teams.items() if self.gpu_nominal[t]]
+        return min(shares, default=0.0)
+
     def jain(self) -> float:
         """Jain's index over teams that asked for GPUs, of GPU-hours received per GPU of nominal quota."""
         values = [s.gpu_ms / self.gpu_nominal[t] for t, s in self.teams.items() if s.jobs and self.gpu_nominal[t] > 0]
@@ -342,12 +354,13 @@ class SimulationStats:
 
 
 def _gpu_capacity(config: QuotaConfig) -> int:
-    """Whole-cluster GPUs in milli-units: every nominal GPU quota of teams and cohorts."""
+    """Whole-cluster capacity of the measured resource in milli-units: every nominal quota of teams and cohorts."""
+    has_gpu = any(r.endswith("gpu") for t in config.teams for g in t.groups() for r in g.covered_resources)
     total = 0
     for holder in (*config.teams, *config.cohorts):
         for group in holder.groups():
             for entry in group.flavors:
                 for resource, quota in entry.resources.items():
-                    if resource.endswith("gpu"):
+                    if resource.endswith("gpu") if has_gpu else resource == "cpu":
                         total += quota.nominal
     return total

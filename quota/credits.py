@@ -133,10 +133,10 @@ class CreditBook:
         steps: list[tuple[int, int, str, str, Mapping[str, int]]] = []
         for index, interval in enumerate(intervals):
             key = f"ledger:{index}"
-            usage = {interval.resource: interval.quantity_milli}
-            steps.append((interval.start_ms, 1, key, interval.team, usage))
+            held = {interval.resource: interval.quantity_milli}
+            steps.append((interval.start_ms, 1, key, interval.team, held))
             if interval.end_ms is not None:
-                steps.append((interval.end_ms, 0, key, interval.team, usage))
+                steps.append((interval.end_ms, 0, key, interval.team, held))
         for at, opening, key, team, usage in sorted(steps, key=lambda s: (s[0], s[1], s[2])):
             if opening:
                 self.open(key, team, usage, at)

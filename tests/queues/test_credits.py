@@ -18,7 +18,10 @@ cohorts:
   - {name: org}
   - {name: research, parent: org, fairSharing: {weight: 3}}
 teams:
-  - {name: nlp, parent: research, fairSharing: {weight: 2}, quotas: [{flavor: f, resources: {nvidia.com/gpu: {nominal: 4}}}]}
+  - name: nlp
+    parent: research
+    fairSharing: {weight: 2}
+    quotas: [{flavor: f, resources: {nvidia.com/gpu: {nominal: 4}}}]
   - {name: vision, parent: research, quotas: [{flavor: f, resources: {nvidia.com/gpu: {nominal: 4}}}]}
   - {name: ops, parent: org, quotas: [{flavor: f, resources: {nvidia.com/gpu: {nominal: 4}, cpu: {nominal: 8}}}]}
 """

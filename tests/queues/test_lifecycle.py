@@ -88,7 +88,7 @@ def test_preempt_with_hook_acked_then_requeue_and_resume() -> None:
     suspended = journal.named("suspended")[0]
     assert suspended["args"][2] == 0, "an acked checkpoint loses nothing"
     # The owner waits for the victim's pods, not for the whole timeout.
-    owner_admitted = [p for p in journal.named("admitted") if p["args"][0].name == "owner"][0]
+    owner_admitted = next(p for p in journal.named("admitted") if p["args"][0].name == "owner")
     assert owner_admitted["args"][-1] == MIN + 5_000
     # Requeued keeping its creation time, readmitted once the owner finished, told where to resume.
     job_state = sim.jobs["borrower"]
