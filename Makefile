@@ -35,7 +35,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy quota admission
+	$(BIN)/mypy --strict quota admission
 	$(BIN)/mypy --strict accounting queues/traces.py queues/report.py
 
 contracts: $(STAMP)
