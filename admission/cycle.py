@@ -88,12 +88,18 @@ def run_cycle(snapshot: Snapshot, heads: Sequence[Workload]) -> CycleResult:
 
 def _nominate(snapshot: Snapshot, workload: Workload) -> Entry:
     team = snapshot.team(workload.team)
-    assigner = FlavorAssigner(snapshot.config, snapshot.tree, workload, _oracle(snapshot, workload))
+    searches: dict[tuple[FlavorResource, int], list[Target]] = {}
+    assigner = FlavorAssigner(snapshot.config, snapshot.tree, workload, _oracle(snapshot, workload, searches))
     full = assigner.assign()
     if full.mode is Mode.FIT:
         return Entry(workload, team, full)
     if full.mode is Mode.PREEMPT:
-        targets = find_targets(snapshot, _request(workload, team, full))
+        # A one-resource workload asks the oracle exactly the question the full search asks; nothing changed since.
+        cached = None
+        if len(full.usage) == 1:
+            ((fr, value),) = full.usage.items()
+            cached = searches.get((fr, value)) if full.contested == {fr} else None
+        targets = cached if cached is not None else find_targets(snapshot, _request(workload, team, full))
         if targets:
             return Entry(workload, team, full, targets)
     if partial.can_shrink(workload.pod_sets):
@@ -118,12 +124,15 @@ def _request(workload: Workload, team: Node, assignment: Assignment) -> Preempti
     return PreemptionRequest(workload, team, assignment.usage, assignment.contested)
 
 
-def _oracle(snapshot: Snapshot, workload: Workload) -> PreemptionOracle:
+def _oracle(
+    snapshot: Snapshot, workload: Workload, searches: dict[tuple[FlavorResource, int], list[Target]]
+) -> PreemptionOracle:
     """How preempting for one flavor/resource would go: no victims, victims in the own team, or only others'."""
 
     def simulate(team: Node, fr: FlavorResource, value: int) -> Outcome:
         tree = snapshot.tree
         targets = find_targets(snapshot, PreemptionRequest(workload, team, {fr: value}, frozenset({fr})))
+        searches[(fr, value)] = targets
         if not targets:
             return Outcome(Mode.NO_CANDIDATES, tree.lowest_subtree_that_fits(team, fr, value)[0])
         with snapshot.without(t.workload for t in targets):
