@@ -27,7 +27,7 @@ demo: $(STAMP)
 	$(BIN)/kuota simulate --config config/samples/org-quota.yaml --trace config/samples/itp-slice.csv \
 		--format csv --report $(DEMO_OUT) --database-url sqlite+aiosqlite:///$(DEMO_OUT)/ledger.db
 	$(BIN)/kuota usage --database-url sqlite+aiosqlite:///$(DEMO_OUT)/ledger.db \
-		--from 2021-03-04 --to 2021-03-25 --by team
+		--from 2021-03-04 --to 2021-03-25 --by team --resource nvidia.com/gpu
 	@echo
 	@echo "Report: $(DEMO_OUT)/report.html (opens offline in any browser); ledger: $(DEMO_OUT)/ledger.db"
 
