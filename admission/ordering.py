@@ -55,17 +55,13 @@ class _FairOrder:
     def __init__(self, snapshot: Snapshot, entries: Sequence[Entry]) -> None:
         self.snapshot = snapshot
         self.by_root: dict[str, dict[str, Entry]] = {}
+        self.roots: dict[str, Node] = {}
         for entry in entries:
             root = entry.team.root()
-            self.by_root.setdefault(root.name if not root.is_team else f"team:{root.name}", {})[entry.workload.name] = (
-                entry
-            )
-        self.roots = {
-            (entry.team.root().name if not entry.team.root().is_team else f"team:{entry.team.root().name}"): (
-                entry.team.root()
-            )
-            for entry in entries
-        }
+            # A standalone team is its own root; its name may equal a cohort's, so keep the kinds apart.
+            key = f"team:{root.name}" if root.is_team else root.name
+            self.roots[key] = root
+            self.by_root.setdefault(key, {})[entry.workload.name] = entry
         self.winners: dict[str, Entry] = {}
 
     def __iter__(self) -> Iterator[Entry]:
