@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Protocol
 
 from admission.flavors import Assignment
 from admission.preemption import Target
@@ -28,10 +27,6 @@ class Entry:
     team: Node
     assignment: Assignment
     targets: list[Target] = field(default_factory=list)
-
-
-class HeadOrder(Protocol):
-    def __iter__(self) -> Iterator[Entry]: ...
 
 
 def order_heads(snapshot: Snapshot, entries: Sequence[Entry]) -> Iterator[Entry]:

@@ -6,7 +6,7 @@ scheduling loop (queues/loop.py) wraps it with events, clocks and a Cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from fractions import Fraction
@@ -299,6 +299,3 @@ class QueueManager:
                 per_queue[workload.queue] = per_queue.get(workload.queue, 0) + 1
                 out[workload.name] = (index, per_queue[workload.queue])
         return out
-
-    def admitted_names(self) -> Iterable[str]:
-        return (n for n, s in self.state.items() if s is State.ADMITTED)

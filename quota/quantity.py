@@ -92,7 +92,3 @@ def is_memory_like(resource: str) -> bool:
 def format_resource(resource: str, milli: int) -> str:
     return format_quantity(milli, binary=is_memory_like(resource))
 
-
-def milli_to_decimal(milli: int) -> Decimal:
-    """An exact Decimal of whole units, for reports."""
-    return Decimal(milli) / MILLI

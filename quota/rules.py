@@ -196,10 +196,6 @@ def _holder_quotas(holder: _QuotaHolder, base: Path, flavors: set[str]) -> Itera
                     yield (*r_path, "lendingLimit"), "lendingLimit may not exceed nominal"
 
 
-def holder_kind(holder: _QuotaHolder) -> str:
-    return "team" if isinstance(holder, Team) else "cohort"
-
-
 def _team_policies(team: Team, base: Path) -> Iterator[Problem]:
     borrow = team.preemption.borrow_within_cohort
     if borrow.policy == BorrowPolicy.NEVER and borrow.max_priority_threshold is not None:
