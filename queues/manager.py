@@ -15,7 +15,7 @@ from admission.cycle import CycleResult, Verdict, run_cycle
 from admission.snapshot import Snapshot
 from admission.workload import Admission, FlavorResource, PreemptionReason, Workload
 from queues.pending import TeamQueue
-from quota.config import QuotaConfig
+from quota.config import QueueingStrategy, QuotaConfig
 from quota.tree import QuotaTree
 
 
@@ -54,6 +54,8 @@ class QueueManager:
         self.awaiting: dict[str, set[str]] = {}
         """Preemptor → victims still leaving: the preemptor waits for them instead of being reconsidered."""
         self._awaited_by: dict[str, set[str]] = {}
+        self.blocked: dict[str, str] = {}
+        """StrictFIFO team → the head that could not fit; not retried until capacity in its cohort changes."""
         self.delayed: set[str] = set()
         """Requeued after eviction and backing off: not a head until the controller lets it go."""
         self.messages: dict[str, str] = {}
@@ -114,10 +116,10 @@ class QueueManager:
 
     def heads(self) -> list[Workload]:
         heads = []
-        for queue in self.queues.values():
-            skip = self.held | self.delayed | self.awaiting.keys() if (self.delayed or self.awaiting) else self.held
+        skip = self.held | self.delayed | self.awaiting.keys() if (self.delayed or self.awaiting) else self.held
+        for team, queue in self.queues.items():
             head = queue.head(skip)
-            if head is not None:
+            if head is not None and self.blocked.get(team) != head.name:
                 heads.append(head)
         return heads
 
@@ -160,6 +162,9 @@ class QueueManager:
                 queue.park(name)
                 if self.park_equivalent:
                     queue.park_equivalent(workload)
+                    if queue.strategy is QueueingStrategy.STRICT_FIFO:
+                        # Nothing but freed capacity can change its answer; other admissions only take more.
+                        self.blocked[workload.team] = name
         for eviction in result.evictions:
             name = eviction.victim.name
             if self.state.get(name) is not State.ADMITTED:
@@ -234,6 +239,7 @@ class QueueManager:
         self.get(name)
         self.held.discard(name)
         team = self.workloads[name].team
+        self.blocked.pop(team, None)
         queue = self.queues[team]
         if name in queue.inadmissible:
             queue.unpark_all()
@@ -257,6 +263,7 @@ class QueueManager:
         self.config = config
         self.tree = QuotaTree.from_config(config)
         self.queues = queues
+        self.blocked.clear()
         self.live = self.tree.copy()
         by_team: dict[str, dict[str, Workload]] = {t.name: {} for t in config.teams}
         for team, running in self.running_by_team.items():
@@ -289,6 +296,7 @@ class QueueManager:
         root = node.root()
         for member in root.subtree_teams():
             self.queues[member.name].unpark_all()
+            self.blocked.pop(member.name, None)
 
     def positions(self) -> dict[str, tuple[int, int]]:
         """Per pending workload: (position in its team, position in its queue), 1-based, in admission order."""
