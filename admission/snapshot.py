@@ -53,11 +53,16 @@ class Snapshot:
         usage: Mapping[str, dict[FlavorResource, int]],
         factors: Mapping[str, Fraction] | None = None,
     ) -> Snapshot:
-        """A snapshot from state kept up to date incrementally: `tree` already carries the usage of `by_team`."""
+        """A snapshot from state kept up to date incrementally: `tree` already carries the usage of `by_team`.
+
+        The workload maps are shared, not copied: a cycle only ever removes a workload to restore it before it
+        returns (preemption searches, `without`), so they are the same when the cycle ends. The tree, which the
+        cycle does change for good (admissions are charged to it), is copied.
+        """
         snapshot = cls(config, tree.copy(), (), factors)
         for team, workloads in by_team.items():
-            snapshot.workloads[team] = dict(workloads)
-        snapshot._usage = dict(usage)
+            snapshot.workloads[team] = workloads  # type: ignore[assignment]
+        snapshot._usage = usage  # type: ignore[assignment]
         return snapshot
 
     def team(self, name: str) -> Node:

@@ -27,7 +27,7 @@ from queues.manager import QueueManager, State
 from quota.config import DEFAULT_CHECKPOINT_TIMEOUT_MS, QuotaConfig
 from quota.credits import CreditBook
 
-CREDIT_REFRESH_MS = 60_000
+CREDIT_REFRESH_MS = 300_000
 _DEADLINE = 0
 _ELIGIBLE = 1
 BACKOFF_BASE_MS = 10_000
