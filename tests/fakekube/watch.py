@@ -181,7 +181,12 @@ class WatchHub:
             # then; otherwise a quiet watch would stay "open" (and counted) forever.
             waits = [t - now for t in (deadline, next_bookmark) if t is not None] + [_LIVENESS_CHECK_S]
             try:
-                item = await asyncio.wait_for(sub.queue.get(), max(0.0, min(waits)))
+                if not sub.queue.empty():
+                    # A due bookmark makes the timeout 0, and wait_for(get(), 0) gives up before get() has run:
+                    # take what is queued directly, or the stream would spin without ever delivering it.
+                    item = sub.queue.get_nowait()
+                else:
+                    item = await asyncio.wait_for(sub.queue.get(), max(0.0, min(waits)))
             except TimeoutError:
                 if request.transport is None or request.transport.is_closing():
                     return
