@@ -6,7 +6,12 @@ one (one transaction per event), measured in the same run. Results are reported,
 PostgreSQL: a fresh database is created on the server of --postgres-url (default: the local test server) and
 dropped at the end. SQLite: a file in a temporary directory. Target: ≥ 5,000 events/s into PostgreSQL.
 
-``simulated_run_overhead`` is for the simulator's benchmark: the cost of a ledger on a simulated run.
+    .venv/bin/python bench/ledger.py --simulated-run [--jobs N]
+
+runs the ``kuota simulate`` replay of the first N jobs (default 1,500) of config/samples/itp-slice.csv on
+config/samples/org-quota.yaml without a database, then with SQLite and with PostgreSQL attached through
+``LedgerJournal``, and prints each wall time (the final flush included) and its ratio to the run without a
+database. Target: ≤ 1.3× with PostgreSQL.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from accounting.writer import write_events
 
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 GPU = "nvidia.com/gpu"
+SAMPLES = Path(__file__).resolve().parents[1] / "config" / "samples"
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 
 
@@ -271,6 +277,41 @@ async def simulated_run_overhead(
     return {"without_seconds": base, "with_seconds": loaded, "overhead": loaded / base - 1}
 
 
+async def simulated_runs(postgres_url: str, jobs: int, repeats: int) -> None:
+    from queues.ledger_journal import LedgerJournal
+    from queues.replay import replay
+    from queues.traces import default_mapping, read_trace
+    from quota.loader import load_config_file
+
+    config = load_config_file(SAMPLES / "org-quota.yaml")
+    trace = read_trace(SAMPLES / "itp-slice.csv", "csv", default_mapping("csv", config), config, limit=jobs)
+    epoch_ms = int(datetime(2021, 3, 4, tzinfo=UTC).timestamp() * 1000)
+
+    async def run(ledger: Ledger | None) -> object:
+        return replay(config, trace, journal=LedgerJournal(ledger, epoch_ms) if ledger is not None else None)
+
+    title = f"kuota simulate, {len(trace):,} jobs: wall seconds (median of {repeats}), final flush included"
+    table = Table(title=title)
+    for column in ("database", "without", "with", "ratio"):
+        table.add_column(column, justify="right" if column != "database" else "left")
+    for name, database in (("sqlite", SQLiteBench()), ("postgresql", PostgresBench(postgres_url))):
+        try:
+            await database.setup()
+            await database.reset()  # SQLite: setup only migrates the template the file is copied from
+        except (OSError, asyncpg.PostgresError) as exc:
+            print(f"{name} skipped: {exc}", file=sys.stderr)
+            continue
+        try:
+            figures = await simulated_run_overhead(run, database.url, repeats)
+        finally:
+            await database.teardown()
+        ratio = figures["with_seconds"] / figures["without_seconds"]
+        table.add_row(name, f"{figures['without_seconds']:.2f}", f"{figures['with_seconds']:.2f}", f"{ratio:.2f}×")
+        if name == "postgresql":
+            print(f"PostgreSQL: {ratio:.2f}× the run without a database — {'meets' if ratio <= 1.3 else 'misses'} 1.3×")
+    Console().print(table)
+
+
 def report(results: list[Result], repeats: int) -> None:
     table = Table(title=f"Ledger writes, events/s (median of {repeats}); ratio = batched / one by one")
     columns = ("database", "batched (Ledger)", "kuota CPU µs/event", "record() µs/call", "one by one", "ratio")
@@ -302,7 +343,12 @@ async def main() -> int:
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL, help="a database on the server to use")
     parser.add_argument("--skip-postgres", action="store_true")
     parser.add_argument("--skip-sqlite", action="store_true")
+    parser.add_argument("--simulated-run", action="store_true", help="measure a simulated run instead")
+    parser.add_argument("--jobs", type=int, default=1_500, help="trace jobs of the simulated run")
     args = parser.parse_args()
+    if args.simulated_run:
+        await simulated_runs(args.postgres_url, args.jobs, args.repeats)
+        return 0
     if min(args.events, args.single_events, args.repeats) < 1:
         parser.error("--events, --single-events and --repeats must be positive")
     single = min(args.single_events, args.events)
