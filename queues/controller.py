@@ -267,10 +267,10 @@ class Controller:
         assert admission is not None
         usage = self.manager.usage[workload.name]
         self.credits.open(workload.name, workload.team, _by_resource(usage), now)
-        self.journal.admitted(workload, track.attempt, usage, self._borrowed(workload.team, usage), now)
+        self.journal.admitted(workload, track.attempt, usage, self.borrowed(workload.team, usage), now)
         self.cluster.admit(workload, admission.flavors, admission.counts, track.resume_from)
 
-    def _borrowed(self, team: str, usage: Mapping[FlavorResource, int]) -> dict[FlavorResource, int]:
+    def borrowed(self, team: str, usage: Mapping[FlavorResource, int]) -> dict[FlavorResource, int]:
         """What this admission takes above the team's nominal quota (the team's usage already includes it)."""
         node = self.manager.live.teams[team]
         borrowed = {}

@@ -101,6 +101,8 @@ class LeaderTerm:
         cluster.attach(controller, loop)
         cluster.reflector.version = version
         cluster.on_list(items)
+        if self.ledger is not None:
+            record_unknown_admissions(controller, running, set(cluster.admitted_at), attempts)
         cluster.reflector.synced.set()
         # Trackers made for workloads that are not here any more would only leak.
         for name in [n for n in controller.tracking if n not in controller.manager.workloads]:
@@ -159,3 +161,20 @@ def _uid(cluster: KubeCluster, key: str) -> str | None:
     job = cluster.jobs.get(key)
     uid = ((job or {}).get("metadata") or {}).get("uid")
     return uid if isinstance(uid, str) else None
+
+
+def record_unknown_admissions(
+    controller: Controller, running: Mapping[str, object], known: set[str], attempts: Mapping[str, int]
+) -> None:
+    """Running Jobs the ledger has no open admission for (the previous leader died before its write
+    committed): record one now, so their GPU time is not missing from the ledger and attempts go on."""
+    for name in running:
+        workload = controller.manager.workloads.get(name)
+        if name in known or workload is None or workload.admission is None:
+            continue
+        track = controller.tracking.setdefault(name, Tracking())
+        track.attempt = attempts.get(name, 0) + 1
+        usage = controller.manager.usage.get(name, {})
+        borrowed = controller.borrowed(workload.team, usage)
+        controller.journal.admitted(workload, track.attempt, usage, borrowed, workload.admission.admitted_at)
+        log.info("ledger_admission_recovered", workload=name, attempt=track.attempt)
