@@ -25,12 +25,13 @@ from queues.simulator import SimJob, Simulation
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--mix", choices=["baseline", "large"], default="baseline")
+    parser.add_argument("--backoff-ms", type=int, default=1_000, help="requeue backoff after a preemption")
     args = parser.parse_args()
     mix = load_mix(BASELINE if args.mix == "baseline" else LARGE)
     jobs = [SimJob(j.workload, j.submit_ms, j.runtime_ms, hook_delay_ms=0) for j in mix.jobs]
     klass = {j.workload.name: j.klass for j in mix.jobs}
     cpu_start, wall_start = time.process_time(), time.perf_counter()
-    sim = Simulation(mix.config, jobs, backoff_base_ms=0)
+    sim = Simulation(mix.config, jobs, backoff_base_ms=args.backoff_ms)
     stats = sim.run()
     cpu, wall = time.process_time() - cpu_start, time.perf_counter() - wall_start
 
