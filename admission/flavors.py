@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from admission.never_fits import PODS, label_keys, requests_at, selector_admits
 from admission.workload import FlavorResource, PodSet, Workload
 from quota.config import (
     BorrowPolicy,
@@ -158,9 +159,7 @@ class FlavorAssigner:
         assignment = Assignment()
         for pod_set in self.workload.pod_sets:
             count = pod_set.count if counts is None else counts[pod_set.name]
-            requests = {r: q * count for r, q in pod_set.requests.items() if q > 0}
-            if "pods" in self.team.group_of and count > 0:
-                requests["pods"] = count * 1000
+            requests = requests_at(pod_set.requests, count, PODS in self.team.group_of)
             psa = PodSetAssignment(pod_set.name, count, requests)
             self._assign_pod_set(pod_set, psa, assignment.usage)
             assignment.pod_sets.append(psa)
@@ -196,9 +195,9 @@ class FlavorAssigner:
         if all(o.mode is Mode.FIT for o in psa.modes.values()):
             psa.reasons.clear()
 
-    def _matches(self, pod_set: PodSet, flavor: str, label_keys: set[str]) -> bool:
-        labels = self.flavor_labels.get(flavor, {})
-        return all(labels.get(k) == v for k, v in pod_set.node_selector.items() if k in label_keys)
+    def _matches(self, pod_set: PodSet, flavor: str, keys: frozenset[str]) -> bool:
+        # The never-fits rule filters flavors with the same test, so the webhook and the engine agree on them.
+        return selector_admits(self.flavor_labels.get(flavor, {}), pod_set.node_selector, keys)
 
     def _find_flavor(
         self,
@@ -209,13 +208,13 @@ class FlavorAssigner:
     ) -> tuple[dict[str, tuple[str, Outcome]] | None, list[str]]:
         group = self.team.groups[group_index]
         wanted = {r: q for r, q in requests.items() if r in group.resources}
-        label_keys = {k for f in group.flavors for k in self.flavor_labels.get(f, {})}
+        keys = label_keys(group.flavors, self.flavor_labels)
         fungibility = self.spec.flavor_fungibility
         reasons: list[str] = []
         best: dict[str, tuple[str, Outcome]] | None = None
         best_outcome = Outcome(Mode.NO_FIT, 0)
         for flavor in group.flavors:
-            if not self._matches(pod_set, flavor, label_keys):
+            if not self._matches(pod_set, flavor, keys):
                 reasons.append(f"flavor {flavor} doesn't match node affinity")
                 continue
             chosen: dict[str, tuple[str, Outcome]] = {}

@@ -13,9 +13,9 @@ from pathlib import Path
 import structlog
 
 from admission.job import ConfigIndex, config_index
+from admission.never_fits import Capacity
 from quota.config import QuotaConfig
 from quota.loader import ConfigError, load_config_file
-from webhooks.capacity import Capacity
 from webhooks.files import file_signature
 
 DEFAULT_SERVICE_ACCOUNT = "system:serviceaccount:kuota-system:kuota"
