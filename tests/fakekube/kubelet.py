@@ -174,7 +174,7 @@ class FakeKubelet:
             timer.cancel()
 
     async def _reconcile(self, namespace: str, name: str) -> None:
-        job = self.server.store.get(JOBS.storage, namespace, name)
+        job = self.server.store.peek(JOBS.storage, namespace, name)  # only read
         if job is None or _finished(job):
             return
         uid = job["metadata"]["uid"]
@@ -219,7 +219,7 @@ class FakeKubelet:
         if self._runs.get(finish.uid) != finish.run:
             return
         self._timers.pop(finish.uid, None)
-        job = self.server.store.get(JOBS.storage, finish.run.namespace, finish.run.name)
+        job = self.server.store.peek(JOBS.storage, finish.run.namespace, finish.run.name)  # only read
         if job is None or job["metadata"]["uid"] != finish.uid:
             return
         failed = (job["metadata"].get("annotations") or {}).get(FAIL_ANNOTATION, "").lower() == "true"

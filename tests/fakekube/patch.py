@@ -6,8 +6,9 @@ among the project's declared dependencies (it is only present as a dependency of
 
 from __future__ import annotations
 
-import copy
 from typing import Any
+
+from .jsonutil import clone
 
 Obj = dict[str, Any]
 
@@ -23,7 +24,7 @@ class PatchError(ValueError):
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: objects merge recursively, null deletes, anything else (lists included) replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -61,9 +62,9 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
     an element, `$patch: replace` replaces a map, `$deleteFromPrimitiveList/<field>` removes scalars, and the
     `$setElementOrder/...` and `$retainKeys` directives are accepted and ignored."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     if patch.get("$patch") == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        return {k: clone(v) for k, v in patch.items() if k != "$patch"}
     if patch.get("$patch") == "delete":
         return None
     result = dict(target) if isinstance(target, dict) else {}
@@ -92,11 +93,11 @@ def _merge_list(field_name: str, current: list[Any], patch: list[Any]) -> list[A
         return list(current) + [v for v in patch if v not in current]
     merge_key = STRATEGIC_MERGE_KEYS.get(field_name)
     if merge_key is None or not all(isinstance(item, dict) for item in patch):
-        return copy.deepcopy(patch)
-    merged = [copy.deepcopy(item) for item in current]
+        return clone(patch)
+    merged = [clone(item) for item in current]
     for item in patch:
         if item.get("$patch") == "replace":
-            return [copy.deepcopy({k: v for k, v in i.items() if k != "$patch"}) for i in patch]
+            return [clone({k: v for k, v in i.items() if k != "$patch"}) for i in patch]
         index = next(
             (
                 i
@@ -202,7 +203,7 @@ def json_patch(document: Any, operations: Any) -> Any:
     """RFC 6902. The document is not modified; a patched copy is returned."""
     if not isinstance(operations, list):
         raise PatchError("json patch must be a list of operations", malformed=True)
-    doc = copy.deepcopy(document)
+    doc = clone(document)
     for op in operations:
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
             raise PatchError(f"invalid json patch operation: {op!r}", malformed=True)
@@ -210,13 +211,13 @@ def json_patch(document: Any, operations: Any) -> Any:
         if kind in ("add", "replace", "test") and "value" not in op:
             raise PatchError(f"operation {kind} at {path} needs a value", malformed=True)
         if kind == "add":
-            doc = _add(doc, path, copy.deepcopy(op["value"]))
+            doc = _add(doc, path, clone(op["value"]))
         elif kind == "remove":
             doc, _ = _remove(doc, path)
         elif kind == "replace":
             if _split_pointer(path):
                 doc, _ = _remove(doc, path)
-            doc = _add(doc, path, copy.deepcopy(op["value"]))
+            doc = _add(doc, path, clone(op["value"]))
         elif kind in ("move", "copy"):
             if "from" not in op:
                 raise PatchError(f"operation {kind} needs 'from'", malformed=True)
@@ -225,7 +226,7 @@ def json_patch(document: Any, operations: Any) -> Any:
                     raise PatchError("cannot move a value into one of its children")
                 doc, value = _remove(doc, op["from"])
             else:
-                value = copy.deepcopy(_get(doc, op["from"]))
+                value = clone(_get(doc, op["from"]))
             doc = _add(doc, path, value)
         elif kind == "test":
             if _get(doc, path) != op["value"]:

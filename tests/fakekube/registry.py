@@ -6,12 +6,12 @@ the same rules and both produce watch events."""
 from __future__ import annotations
 
 import base64
-import copy
 import json
 from dataclasses import replace
 from typing import Any
 
 from . import errors, strategies
+from .jsonutil import clone
 from .patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, PatchError, apply_patch
 from .resources import JOBS, NAMESPACES, ResourceType
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -96,7 +96,7 @@ class Registry:
     def _decode(self, rt: ResourceType, body: Any, namespace: str, name: str | None = None) -> Obj:
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
-        obj = copy.deepcopy(body)
+        obj = clone(body)
         # A body without kind/apiVersion takes them from the URL, as the apiserver's decoder defaults them.
         api_version = obj.setdefault("apiVersion", rt.api_version)
         kind = obj.setdefault("kind", rt.kind)
@@ -284,7 +284,7 @@ class Registry:
                     f"UID in object meta: {old['metadata'].get('uid')}",
                 )
             result = await self._admit_and_write(
-                rt, copy.deepcopy(new), old, subresource, user, dry_run, options, precondition, warnings
+                rt, clone(new), old, subresource, user, dry_run, options, precondition, warnings
             )
             if result is not None:
                 return result
@@ -447,7 +447,7 @@ class Registry:
     @staticmethod
     def _delete_response(rt: ResourceType, obj: Obj) -> Obj:
         if rt is NAMESPACES:
-            obj = copy.deepcopy(obj)
+            obj = clone(obj)
             obj.setdefault("status", {})["phase"] = "Terminating"
         if rt.returns_deleted_object:
             return obj

@@ -3,7 +3,6 @@ tests use to control it."""
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 from collections.abc import Iterable
@@ -17,6 +16,7 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 
 from . import discovery, errors, resources, strategies
 from .failures import InjectedFailure
+from .jsonutil import clone, dumps, loads
 from .patch import JSON_PATCH, PATCH_TYPES
 from .registry import Registry
 from .resources import MUTATING_WEBHOOKS, NAMESPACES, VALIDATING_WEBHOOKS, ResourceType
@@ -62,7 +62,7 @@ def _truthy(value: str | None) -> bool:
 
 def _json(obj: Obj, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(
-        body=json.dumps(obj, separators=(",", ":")).encode(),
+        body=dumps(obj),
         status=status,
         content_type="application/json",
         headers=headers,
@@ -306,7 +306,7 @@ class FakeKubeServer:
 
     def _put_directly(self, rt: ResourceType, body: Obj) -> Obj:
         """Create or replace without admission (webhook configurations are never sent to webhooks anyway)."""
-        obj = json.loads(json.dumps(body))
+        obj = clone(body)
         obj.setdefault("apiVersion", rt.api_version)
         obj.setdefault("kind", rt.kind)
         strategies.apply_defaults(rt, obj)
@@ -425,7 +425,7 @@ class FakeKubeServer:
         try:
             if request.content_type in ("application/yaml", "application/apply-patch+yaml"):
                 return yaml.safe_load(raw)
-            return json.loads(raw)
+            return loads(raw)
         except (ValueError, yaml.YAMLError) as exc:
             raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from None
 

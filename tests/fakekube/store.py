@@ -8,10 +8,11 @@ happen in the same step as the write, so a watcher that subscribed before a writ
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
+
+from .jsonutil import clone
 
 Obj = dict[str, Any]
 ObjKey = tuple[str, str]  # (namespace, name); namespace is "" for cluster-scoped objects
@@ -93,6 +94,7 @@ class ObjectStore:
         self._objects: dict[str, dict[ObjKey, Obj]] = {}
         self._history: deque[StoredEvent] = deque()
         self._subscriptions: set[Subscription] = set()
+        self._last_write: dict[str, int] = {}
 
     @property
     def resource_version(self) -> int:
@@ -106,13 +108,21 @@ class ObjectStore:
 
     def get(self, storage: str, namespace: str, name: str) -> Obj | None:
         obj = self._objects.get(storage, {}).get((namespace, name))
-        return copy.deepcopy(obj) if obj is not None else None
+        return clone(obj) if obj is not None else None
+
+    def peek(self, storage: str, namespace: str, name: str) -> Obj | None:
+        """The stored object itself, not a copy: read it, never change it."""
+        return self._objects.get(storage, {}).get((namespace, name))
+
+    def last_write(self, storage: str) -> int:
+        """The resourceVersion of the latest write to a storage (0 before the first): a cache key."""
+        return self._last_write.get(storage, 0)
 
     def list(self, storage: str, namespace: str | None = None) -> Objects:
         """Current objects in key order (namespace, name), like an etcd range read."""
         objects = self._objects.get(storage, {})
         return [
-            copy.deepcopy(objects[key]) for key in sorted(objects) if namespace is None or key[0] == namespace
+            clone(objects[key]) for key in sorted(objects) if namespace is None or key[0] == namespace
         ]
 
     def snapshot(self, storage: str, resource_version: int) -> Objects:
@@ -131,7 +141,7 @@ class ObjectStore:
                 state.pop(key, None)
             else:
                 state[key] = event.prev
-        return [copy.deepcopy(state[key]) for key in sorted(state)]
+        return [clone(state[key]) for key in sorted(state)]
 
     def events_since(self, resource_version: int, storages: frozenset[str] | None = None) -> EventList:
         if resource_version < self._compacted_rv:
@@ -153,11 +163,11 @@ class ObjectStore:
         objects = self._objects.setdefault(storage, {})
         if key in objects:
             raise ExistsInStore(key)
-        stored = copy.deepcopy(obj)
+        stored = clone(obj)
         stored["metadata"]["resourceVersion"] = str(self._next_rv())
         objects[key] = stored
         self._record(StoredEvent(self._rv, storage, "ADDED", stored, None))
-        return copy.deepcopy(stored)
+        return clone(stored)
 
     def update(self, storage: str, obj: Obj, expected_rv: str | None) -> Obj:
         """Compare-and-swap on resourceVersion when expected_rv is given. A write that changes nothing is not
@@ -168,14 +178,14 @@ class ObjectStore:
         if current is None:
             raise NotFoundInStore(key)
         if expected_rv is not None and current["metadata"]["resourceVersion"] != expected_rv:
-            raise VersionMismatch(copy.deepcopy(current))
+            raise VersionMismatch(clone(current))
         if _without_rv(obj) == _without_rv(current):
-            return copy.deepcopy(current)
-        stored = copy.deepcopy(obj)
+            return clone(current)
+        stored = clone(obj)
         stored["metadata"]["resourceVersion"] = str(self._next_rv())
         objects[key] = stored
         self._record(StoredEvent(self._rv, storage, "MODIFIED", stored, current))
-        return copy.deepcopy(stored)
+        return clone(stored)
 
     def delete(self, storage: str, namespace: str, name: str, expected_rv: str | None = None) -> Obj:
         objects = self._objects.get(storage, {})
@@ -183,14 +193,15 @@ class ObjectStore:
         if current is None:
             raise NotFoundInStore((namespace, name))
         if expected_rv is not None and current["metadata"]["resourceVersion"] != expected_rv:
-            raise VersionMismatch(copy.deepcopy(current))
+            raise VersionMismatch(clone(current))
         del objects[(namespace, name)]
-        tombstone = copy.deepcopy(current)
+        tombstone = clone(current)
         tombstone["metadata"]["resourceVersion"] = str(self._next_rv())
         self._record(StoredEvent(self._rv, storage, "DELETED", tombstone, current))
-        return copy.deepcopy(tombstone)
+        return clone(tombstone)
 
     def _record(self, event: StoredEvent) -> None:
+        self._last_write[event.storage] = event.rv
         self._history.append(event)
         while len(self._history) > self.history_limit:
             self._compacted_rv = self._history.popleft().rv

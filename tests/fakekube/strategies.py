@@ -5,7 +5,6 @@ the real apiserver validates more, the fake accepts more."""
 
 from __future__ import annotations
 
-import copy
 import re
 import secrets
 import uuid
@@ -13,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import errors
+from .jsonutil import clone
 from .resources import (
     EVENTS_V1,
     JOBS,
@@ -184,9 +184,9 @@ def prepare_for_update(rt: ResourceType, new: Obj, old: Obj, subresource: str) -
                     del new[key]
             for key, value in old.items():
                 if key not in ("metadata", "status"):
-                    new[key] = copy.deepcopy(value)
+                    new[key] = clone(value)
         elif "status" in old:
-            new["status"] = copy.deepcopy(old["status"])
+            new["status"] = clone(old["status"])
         else:
             new.pop("status", None)
     field_name = rt.generation_field
@@ -345,7 +345,7 @@ def _validate_job(job: Obj, old: Obj | None) -> list[Obj]:
 
 
 def _strip_directives(template: Obj) -> Obj:
-    stripped = copy.deepcopy(template)
+    stripped = clone(template)
     meta = stripped.setdefault("metadata", {})
     meta.pop("labels", None)
     meta.pop("annotations", None)

@@ -7,7 +7,6 @@ drops it."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from . import errors
+from .jsonutil import dumps
 from .resources import ResourceType
 from .store import Compacted, ObjectStore, StoredEvent, Subscription, object_key
 
@@ -80,7 +80,7 @@ class WatchRequest:
 
 
 def _line(event: Obj) -> bytes:
-    return json.dumps(event, separators=(",", ":")).encode() + b"\n"
+    return dumps(event) + b"\n"
 
 
 class WatchHub:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import copy
-import json
 import ssl
 import uuid
 from collections.abc import Callable
@@ -21,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 
 from . import errors
+from .jsonutil import dumps, loads
 from .patch import PatchError, json_patch
 from .resources import MUTATING_WEBHOOKS, NAMESPACES, VALIDATING_WEBHOOKS, ResourceType
 from .selectors import match_label_selector
@@ -83,6 +82,8 @@ class WebhookDispatcher:
     log: list[AdmissionRecord] = field(default_factory=list)
     _session: aiohttp.ClientSession | None = None
     _ssl_contexts: dict[str, ssl.SSLContext] = field(default_factory=dict)
+    # Webhooks per configuration kind, and the write to that storage they were read at.
+    _hook_cache: dict[str, tuple[int, list[_Hook]]] = field(default_factory=dict)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -97,11 +98,18 @@ class WebhookDispatcher:
     # selection
 
     def _hooks(self, rt: ResourceType) -> list[_Hook]:
-        return [
+        """Every webhook of every configuration of this kind, read again only after a configuration changed."""
+        version = self.store.last_write(rt.storage)
+        cached = self._hook_cache.get(rt.storage)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        hooks = [
             _Hook(cfg["metadata"]["name"], hook, rt is MUTATING_WEBHOOKS)
             for cfg in self.store.list(rt.storage)
             for hook in cfg.get("webhooks") or []
         ]
+        self._hook_cache[rt.storage] = (version, hooks)
+        return hooks
 
     def _matches(self, hook: Obj, attrs: AdmissionAttributes) -> bool:
         if not any(_rule_matches(rule, attrs) for rule in hook.get("rules") or []):
@@ -112,7 +120,7 @@ class WebhookDispatcher:
             if not match_label_selector(hook.get("namespaceSelector"), ns_labels):
                 return False
         elif attrs.rt.namespaced:
-            namespace = self.store.get(NAMESPACES.storage, "", attrs.namespace)
+            namespace = self.store.peek(NAMESPACES.storage, "", attrs.namespace)
             if not match_label_selector(hook.get("namespaceSelector"), _labels(namespace or {})):
                 return False
         selector = hook.get("objectSelector")
@@ -186,7 +194,7 @@ class WebhookDispatcher:
                 f"unsupported patch type {response.get('patchType')!r}"
             )
         try:
-            operations = json.loads(base64.b64decode(response["patch"]))
+            operations = loads(base64.b64decode(response["patch"]))
             patched = json_patch(obj, operations)
         except (ValueError, PatchError) as exc:
             raise errors.internal_error(
@@ -245,7 +253,7 @@ class WebhookDispatcher:
         try:
             async with self._client().post(
                 url,
-                data=json.dumps(review),
+                data=dumps(review),
                 headers={"Content-Type": "application/json", "Accept": "application/json"},
                 ssl=context,
                 timeout=timeout,
@@ -330,8 +338,9 @@ def _request(uid: str, attrs: AdmissionAttributes) -> Obj:
         {
             "operation": attrs.operation,
             "userInfo": attrs.user.to_wire(),
-            "object": copy.deepcopy(attrs.obj),
-            "oldObject": copy.deepcopy(attrs.old_obj),
+            # Serialised as they are (the review is encoded before anything can change them).
+            "object": attrs.obj,
+            "oldObject": attrs.old_obj,
             "dryRun": attrs.dry_run,
             "options": attrs.options,
         }
@@ -344,7 +353,7 @@ def _check_response(body: bytes, uid: str) -> Obj:
         return _CallFailed(f"received invalid webhook response: {why}")
 
     try:
-        review = json.loads(body)
+        review = loads(body)
     except ValueError as exc:
         raise invalid(f"could not decode the body: {exc}") from None
     if not isinstance(review, dict):
