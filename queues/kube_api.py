@@ -17,8 +17,10 @@ from typing import Any, TypeVar
 import aiohttp
 import orjson
 import structlog
+from aiohttp.helpers import basicauth_from_netrc, get_env_proxy_for_url, netrc_from_env
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
+from yarl import URL
 
 log = structlog.get_logger("kuota.kube")
 
@@ -93,6 +95,43 @@ def retryable(exc: BaseException) -> bool:
     return isinstance(exc, aiohttp.ClientError | asyncio.TimeoutError | ConnectionError)
 
 
+def resolve_environment_once(api_client: client.ApiClient) -> None:
+    """Look up the proxy and ~/.netrc for the API server once, instead of on every request.
+
+    kubernetes_asyncio opens its aiohttp session with `trust_env=True`, so aiohttp reads the proxy variables and
+    ~/.netrc in a worker thread, twice, for every request: under load that is a quarter of the controller's CPU.
+    Every request goes to one API server, so the answer is the same each time: a proxy that applies to it becomes
+    the client's explicit proxy (as a kubeconfig `proxy-url` would be), and the session stops looking. When ~/.netrc
+    holds credentials for the API server's host (aiohttp would send them), nothing changes.
+    """
+    rest = getattr(api_client, "rest_client", None)
+    session = getattr(rest, "pool_manager", None)
+    if rest is None or not isinstance(session, aiohttp.ClientSession) or not session.trust_env:
+        return
+    host = api_client.configuration.host
+    try:
+        url = URL(host) if host else None
+    except (TypeError, ValueError):
+        return
+    if url is None or url.host is None:
+        return
+    try:
+        basicauth_from_netrc(netrc_from_env(), url.host)
+        return  # credentials for the API server in ~/.netrc: leave aiohttp to send them
+    except LookupError:
+        pass
+    if not rest.proxy:
+        try:
+            proxy, proxy_auth = get_env_proxy_for_url(url)
+        except LookupError:
+            proxy, proxy_auth = None, None
+        if proxy is not None:
+            rest.proxy = str(proxy)
+            if proxy_auth is not None:
+                rest.proxy_headers = {**(rest.proxy_headers or {}), "Proxy-Authorization": proxy_auth.encode()}
+    session._trust_env = False
+
+
 class KubeApi:
     def __init__(
         self,
@@ -105,6 +144,7 @@ class KubeApi:
         backoff_max_s: float = 5.0,
     ) -> None:
         self.api_client = api_client
+        resolve_environment_once(api_client)
         # Typed as Any: kuota calls them with plain JSON bodies and `_preload_content=False`, which the generated
         # signatures do not describe.
         self.batch: Any = client.BatchV1Api(api_client)
