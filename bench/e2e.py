@@ -2,20 +2,25 @@
 
 Every workload of perf-baseline (5 cohorts × 6 teams, 15,000 workloads of classes small / medium / large) becomes a
 batch/v1 Job created with the kubernetes-asyncio client at its submit time: queue label, priority-class label, cpu
-request and the fake kubelet's runtime annotation. kuota's real mutating and validating webhooks (served over TLS,
-registered from config/deploy/webhooks.yaml) suspend it, kuota's controller component (as `kuota serve
---components controller` builds it, with a SQLite ledger) admits it, and the fake kubelet completes it after its
-runtime. A watch on the Jobs times each one from its creation to its unsuspension and to its completion.
+request and the fake kubelet's runtime annotation. The rig runs as it would for real, in three processes
+(bench/e2e_rig.py): the fake API server with its fake kubelet; `kuota serve --components webhook,controller`, the
+real command, pointed at it by a kubeconfig (TLS webhooks registered from config/deploy/webhooks.yaml, a SQLite
+ledger); and this process, the load client and a watch that times each Job from its creation to its unsuspension
+and to its completion. kuota's webhooks suspend each Job, its controller admits it, the fake kubelet completes it
+after its runtime.
 
 Printed: wall time, admissions per second, average time to admission per class, the least any team used of its
 nominal quota over the run, and the ideal (capacity-bound) makespan of the mix, next to Kueue's published figures
-(../shared/data/manifests/kueue/perf-baseline__rangespec.yaml), which hold for the full mix in real time.
+(../shared/data/manifests/kueue/perf-baseline__rangespec.yaml), which hold for the full mix in real time; then the
+CPU seconds of each process, per Job and how busy it was (2 s samples), which says which one saturates.
 
-    .venv/bin/python bench/e2e.py --scale 0.05 --time-scale 10
+    .venv/bin/python bench/e2e.py                               # the full mix
+    .venv/bin/python bench/e2e.py --scale 0.05 --time-scale 2   # 750 workloads
+    .venv/bin/python bench/e2e.py --profile DIR                 # plus py-spy stacks of every process
 
 `--scale F` keeps a fraction F of every team's workloads (same teams, same classes, same creation intervals);
 `--time-scale F` multiplies runtimes and creation intervals. The run stops by itself: when every Job has finished,
-or at `--timeout` seconds.
+or at `--timeout` seconds (then a few unfinished Jobs are described).
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import logging
+import json
+import os
 import statistics
 import sys
 import tempfile
@@ -33,25 +39,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import structlog
+import aiohttp
+import orjson
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kubernetes_asyncio import client, watch
+from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-import tests.e2e.conftest as e2e
 from admission.labels import PRIORITY_LABEL, QUEUE_LABEL
+from bench.e2e_rig import CLIENT_USER, Rig
 from bench.kueue_perf import BASELINE, PerfJob, PerfMix, load_mix, load_ranges
-from tests.fakekube import FakeKubelet, FakeKubeServer
 from tests.fakekube.testing import job_manifest
+from tests.fakekube.users import USER_HEADER
 
 #: Kueue's harness evicts at once; a preempted fake Job never checkpoints, so the victim's deadline is kept short.
 CHECKPOINT_TIMEOUT = "100ms"
 KUEUE_WALL_S = 351.1
 WATCH_CHUNK_S = 30
-SHUTDOWN_S = 10.0
+#: kuota's API rate for the bench: one patch and two Events (Queued, Admitted) per Job at up to 255 Jobs a second.
+KUBE_QPS = 1000.0
+KUBE_BURST = 2000
 
 
 # -- the mix ------------------------------------------------------------------------------------------------------
@@ -158,49 +167,80 @@ class Observer:
                 self.all_done.set()
 
 
-async def watch_jobs(batch: client.BatchV1Api, observer: Observer, deadline: float) -> None:
-    """List, then watch from the list's resourceVersion; resume after each chunk, relist after a 410."""
+async def watch_jobs(batch: Any, observer: Observer, deadline: float) -> None:
+    """List, then watch from the list's resourceVersion; resume after each chunk, relist after a 410.
+
+    Raw JSON throughout (`_preload_content=False` and orjson): the client's model classes would cost more CPU than
+    the rest of the client does."""
     version: str | None = None
     while time.monotonic() < deadline and not observer.all_done.is_set():
         try:
             if version is None:
                 listing = await batch.list_job_for_all_namespaces(label_selector=QUEUE_LABEL, _preload_content=False)
-                body = await listing.json()
+                try:
+                    body = orjson.loads(await listing.read())
+                finally:
+                    listing.release()
+                if listing.status != 200:
+                    raise ApiException(status=listing.status, reason=str(body)[:200])
                 for item in body.get("items") or []:
                     observer.see(item)
                 version = body["metadata"]["resourceVersion"]
-            stream = watch.Watch(return_type="object")
-            async with stream:
-                async for event in stream.stream(
-                    batch.list_job_for_all_namespaces,
-                    label_selector=QUEUE_LABEL,
-                    resource_version=version,
-                    allow_watch_bookmarks=True,
-                    timeout_seconds=WATCH_CHUNK_S,
-                ):
-                    if event["type"] in ("ADDED", "MODIFIED"):
-                        observer.see(event["object"])
-                    version = stream.resource_version or version
-                    if observer.all_done.is_set():
-                        return
+            version = await _watch_chunk(batch, observer, version)
         except ApiException as exc:
-            if exc.status == 410:
-                version = None
-                continue
             observer.errors.append(f"watch: {exc.status} {exc.reason}")
             await asyncio.sleep(0.5)
-        except (TimeoutError, OSError) as exc:
+        except (TimeoutError, OSError, aiohttp.ClientError) as exc:
             observer.errors.append(f"watch: {exc!r}")
             await asyncio.sleep(0.5)
+
+
+async def _watch_chunk(batch: Any, observer: Observer, version: str) -> str | None:
+    """One watch request; returns the version to resume from (None: relist)."""
+    response = await batch.list_job_for_all_namespaces(
+        label_selector=QUEUE_LABEL,
+        resource_version=version,
+        allow_watch_bookmarks=True,
+        timeout_seconds=WATCH_CHUNK_S,
+        watch=True,
+        _preload_content=False,
+        _request_timeout=aiohttp.ClientTimeout(sock_connect=10, sock_read=WATCH_CHUNK_S + 30),
+    )
+    try:
+        if response.status == 410:
+            return None
+        if response.status != 200:
+            raise ApiException(status=response.status, reason=(await response.read())[:200].decode(errors="replace"))
+        buffer = b""
+        async for chunk in response.content.iter_any():
+            buffer += chunk
+            lines = buffer.split(b"\n")
+            buffer = lines.pop()
+            for line in lines:
+                if not line.strip():
+                    continue
+                event = orjson.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    if obj.get("code") == 410:
+                        return None
+                    raise ApiException(status=obj.get("code") or 500, reason=str(obj.get("message")))
+                version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                if event.get("type") in ("ADDED", "MODIFIED"):
+                    observer.see(obj)
+            if observer.all_done.is_set():
+                return version
+        return version
+    finally:
+        response.release()
 
 
 # -- submitting ---------------------------------------------------------------------------------------------------
 
 
-async def submit_all(
-    batch: client.BatchV1Api, jobs: list[PerfJob], observer: Observer, in_flight: int, time_base: float
-) -> None:
-    """Create every Job at its submit time, at most `in_flight` requests at once (a late one goes as soon as it can)."""
+async def submit_all(batch: Any, jobs: list[PerfJob], observer: Observer, in_flight: int, time_base: float) -> None:
+    """Create every Job at its submit time, at most `in_flight` requests at once (a late one goes as soon as it can).
+    The answer is not decoded: the watch sees the Job anyway."""
     gate = asyncio.Semaphore(in_flight)
     tasks: set[asyncio.Task[None]] = set()
 
@@ -208,16 +248,19 @@ async def submit_all(
         try:
             track = observer.tracks[job.workload.name]
             track.created = observer.now()
+            namespace = job.workload.name.partition("/")[0]
+            body = job_body(job)
             for attempt in range(3):
+                response = await batch.create_namespaced_job(namespace, body, _preload_content=False)
                 try:
-                    await batch.create_namespaced_job(job.workload.name.partition("/")[0], job_body(job))
+                    text = await response.read()
+                finally:
+                    response.release()
+                if response.status in (201, 409):
                     return
-                except ApiException as exc:
-                    if exc.status == 409:
-                        return
-                    if attempt == 2 or exc.status < 500:
-                        raise
-                    await asyncio.sleep(0.2)
+                if attempt == 2 or response.status < 500:
+                    raise ApiException(status=response.status, reason=text[:200].decode(errors="replace"))
+                await asyncio.sleep(0.2)
         except Exception as exc:  # counted and reported; the Job is dropped from the run
             observer.create_failures += 1
             observer.errors.append(f"create {job.workload.name}: {exc!r}"[:300])
@@ -242,6 +285,37 @@ async def submit_all(
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+# -- CPU per process ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds of every process of the rig over the measured run, and how busy each was interval by interval."""
+
+    rig: Rig
+    interval_s: float = 2.0
+    start: dict[str, float] = field(default_factory=dict)
+    total: dict[str, float] = field(default_factory=dict)
+    samples: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # busy fraction per interval
+
+    def read(self) -> dict[str, float]:
+        return {**self.rig.cpu(), "client": time.process_time()}
+
+    async def run(self) -> None:
+        self.start = previous = self.read()
+        stamp = time.monotonic()
+        while True:
+            await asyncio.sleep(self.interval_s)
+            now, current = time.monotonic(), self.read()
+            for name, value in current.items():
+                self.samples[name].append((value - previous[name]) / max(1e-9, now - stamp))
+            previous, stamp = current, now
+
+    def finish(self) -> None:
+        end = self.read()
+        self.total = {name: end[name] - self.start.get(name, 0.0) for name in end}
+
+
 # -- the run ------------------------------------------------------------------------------------------------------
 
 
@@ -251,65 +325,127 @@ class Result:
     observer: Observer
     wall_s: float
     timed_out: bool
-    controller_cpu_s: float
+    cpu: CpuMeter
 
 
-async def run(mix: PerfMix, tmp: Path, args: argparse.Namespace) -> Result:
-    quota = quota_file(mix, tmp / "quota.yaml")
-    # The rig's helpers read their quota file from this module global; point it at the mix's.
-    e2e.QUOTA = quota
-    teams = sorted({j.workload.team for j in mix.jobs})
-    async with FakeKubeServer(bookmark_interval_s=1.0, history_limit=max(10_000, 10 * len(mix.jobs))) as server:
-        for namespace in ("kuota-system", *teams):
-            await server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-        webhook = await e2e.start_webhook(server, tmp)
-        api = await server.api_client(user="alice")
-        batch = client.BatchV1Api(api)
-        try:
-            async with FakeKubelet(server, default_runtime_s=1.0) as kubelet:
-                rig = e2e.Rig(server, kubelet, tmp, batch, client.CoreV1Api(api))
-                try:
-                    return await _measure(rig, mix, quota, batch, args)
-                finally:
-                    for component in rig.controllers:
-                        with contextlib.suppress(Exception):
-                            await asyncio.wait_for(component.stop(), SHUTDOWN_S)
-        finally:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(webhook.stop(), SHUTDOWN_S)
-
-
-async def _measure(
-    rig: e2e.Rig, mix: PerfMix, quota: Path, batch: client.BatchV1Api, args: argparse.Namespace
-) -> Result:
-    controller = await rig.controller(config=quota, kube_qps=args.kube_qps, kube_burst=args.kube_burst)
-    await e2e.eventually(lambda: controller.runtime.leader, timeout_s=30, what="the controller leads")
+async def measure(mix: PerfMix, rig: Rig, args: argparse.Namespace) -> Result:
+    """The client's part: submit every Job on schedule and time it through the watch, until all have finished."""
+    configuration = client.Configuration(host=rig.url)
+    configuration.connection_pool_maxsize = max(100, args.in_flight + 8)
+    api = client.ApiClient(configuration)
+    api.set_default_header(USER_HEADER, CLIENT_USER)
+    # Any: called with plain JSON bodies and `_preload_content=False`, which the generated signatures do not describe.
+    batch: Any = client.BatchV1Api(api)
     tracks = {
         j.workload.name: Track(j.klass, j.workload.team, j.workload.pod_sets[0].requests["cpu"], j.submit_ms / 1000)
         for j in mix.jobs
     }
-    start = time.monotonic()
-    observer = Observer(tracks, start, pending=len(tracks))
-    deadline = start + args.timeout
-    cpu_start = time.process_time()
-    watches = rig.server.open_watches
-    watcher = asyncio.create_task(watch_jobs(batch, observer, deadline))
-    await rig.server.wait_for_watches(count=watches + 1, timeout_s=10)
-    submitter = asyncio.create_task(submit_all(batch, mix.jobs, observer, args.in_flight, start))
-    timed_out = False
+    meter = CpuMeter(rig)
     try:
-        await asyncio.wait_for(observer.all_done.wait(), max(1.0, deadline - time.monotonic()))
-    except TimeoutError:
-        timed_out = True
-    wall = observer.now()
-    for task in (submitter, watcher):
-        task.cancel()
-    await asyncio.gather(submitter, watcher, return_exceptions=True)
+        start = time.monotonic()
+        observer = Observer(tracks, start, pending=len(tracks))
+        deadline = start + args.timeout
+        sampler = asyncio.create_task(meter.run())
+        profiler = asyncio.create_task(profile(rig, args)) if args.profile else None
+        watcher = asyncio.create_task(watch_jobs(batch, observer, deadline))
+        await asyncio.sleep(0.2)  # the watch is open before the first create
+        submitter = asyncio.create_task(submit_all(batch, mix.jobs, observer, args.in_flight, start))
+        timed_out = False
+        try:
+            await asyncio.wait_for(observer.all_done.wait(), max(1.0, deadline - time.monotonic()))
+        except TimeoutError:
+            timed_out = True
+        wall = observer.now()
+        meter.finish()
+        for task in (submitter, watcher, sampler):
+            task.cancel()
+        await asyncio.gather(submitter, watcher, sampler, return_exceptions=True)
+        if profiler is not None:
+            await profiler
+        if timed_out:
+            await describe_unfinished(batch, observer)
+    finally:
+        await api.close()
     for track in tracks.values():  # close what still runs at a timeout
         if track.running_since is not None:
             track.used_cpu_ms += track.cpu * (wall - track.running_since)
             track.running_since = None
-    return Result(mix, observer, wall, timed_out, time.process_time() - cpu_start)
+    return Result(mix, observer, wall, timed_out, meter)
+
+
+async def describe_unfinished(batch: Any, observer: Observer, most: int = 5) -> None:
+    """What the API server says about a few Jobs that never finished, for the report."""
+    for name, track in observer.tracks.items():
+        if track.finished is not None:
+            continue
+        if most == 0:
+            return
+        most -= 1
+        namespace, _, job = name.partition("/")
+        response = await batch.read_namespaced_job(job, namespace, _preload_content=False)
+        try:
+            body = orjson.loads(await response.read())
+        finally:
+            response.release()
+        annotations = {k: v for k, v in (body["metadata"].get("annotations") or {}).items() if "kuota" in k}
+        observer.errors.append(
+            f"unfinished {name}: seen admitted {track.admissions}x; suspend={body['spec'].get('suspend')}"
+            f" status={orjson.dumps(body.get('status')).decode()} annotations={annotations}"
+        )
+
+
+async def profile(rig: Rig, args: argparse.Namespace) -> None:
+    """py-spy on every process of the rig at once, `--profile-for` seconds from `--profile-at` into the run; raw
+    (collapsed) stacks, one file per process."""
+    await asyncio.sleep(args.profile_at)
+    spy = Path(sys.executable).with_name("py-spy")
+    args.profile.mkdir(parents=True, exist_ok=True)
+    pids = {child.name: child.pid for child in rig.children} | {"client": os.getpid()}
+    runs = []
+    for name, pid in pids.items():
+        output = args.profile / f"{name}.txt"
+        argv = ["record", "-p", str(pid), "-d", str(args.profile_for), "-f", "raw", "--nonblocking", "-o", str(output)]
+        runs.append(await asyncio.create_subprocess_exec(str(spy), *argv, stdout=asyncio.subprocess.DEVNULL))
+    await asyncio.gather(*(r.wait() for r in runs))
+
+
+def run(mix: PerfMix, tmp: Path, args: argparse.Namespace) -> Result:
+    """Start the API server and kuota as child processes, measure from this one, stop both whatever happens."""
+    quota = quota_file(mix, tmp / "quota.yaml")
+    teams = sorted({j.workload.team for j in mix.jobs})
+    rig = Rig(tmp)
+    try:
+        rig.start_apiserver(["kuota-system", *teams], history=args.history)
+        rig.start_kuota(quota, kube_qps=args.kube_qps, kube_burst=args.kube_burst)
+        print(
+            f"API server pid {rig.child('apiserver').pid} at {rig.url}; kuota serve pid {rig.child('kuota').pid};"
+            f" client pid {os.getpid()}",
+            flush=True,
+        )
+        return asyncio.run(asyncio.wait_for(measure(mix, rig, args), args.timeout + 120))
+    except BaseException:
+        for child in rig.children:
+            if child.alive():
+                continue
+            sys.stderr.write(f"{child.name} exited with {child.process.returncode}; its log ends:\n{child.tail()}\n")
+        raise
+    finally:
+        rig.stop()
+        stats = tmp / "apiserver-stats.json"
+        if stats.exists():
+            rig_stats = json.loads(stats.read_text())
+            args.apiserver_stats = rig_stats
+        args.kuota_log_problems = _log_problems(tmp / "kuota.log")
+
+
+def _log_problems(path: Path) -> list[str]:
+    """kuota's warning and error lines (JSON), for the report."""
+    problems = []
+    with contextlib.suppress(OSError):
+        for line in path.read_text(errors="replace").splitlines():
+            if '"level":"error"' in line or '"level":"warning"' in line:
+                problems.append(line)
+    return problems
 
 
 # -- the report ---------------------------------------------------------------------------------------------------
@@ -369,11 +505,40 @@ def report(result: Result, args: argparse.Namespace) -> None:
         f"min team usage       {shares[least] * 100:8.1f} %  ({least}; mean {mean_share * 100:.1f} %"
         f" of nominal over {span:.1f} s)   [Kueue ≥ {floor} %]"
     )
-    print(f"process CPU          {result.controller_cpu_s:8.1f} s (API server, webhook, controller, kubelet, client)")
-    if observer.errors:
+    cpu = result.cpu
+    jobs = max(1, len(tracks))
+    roles = {
+        "apiserver": "fake API server + kubelet",
+        "kuota": "kuota serve: webhook + controller",
+        "client": "load client + timing watch",
+    }
+    for name, role in roles.items():
+        seconds = cpu.total.get(name, 0.0)
+        busy = sorted(cpu.samples.get(name) or [0.0])
         print(
-            f"errors: {len(observer.errors)} (create failures {observer.create_failures}); first: {observer.errors[0]}"
+            f"CPU {name:<10}       {seconds:8.1f} s  {seconds / jobs * 1000:6.2f} ms/Job  busy mean"
+            f" {seconds / span * 100:5.1f} %, p90 {busy[int(0.9 * (len(busy) - 1))] * 100:5.1f} %"
+            f" of a core   ({role})"
         )
+    total = sum(cpu.total.values())
+    print(
+        f"CPU all              {total:8.1f} s  {total / jobs * 1000:6.2f} ms/Job"
+        f"  ({total / span / 2 * 100:.0f} % of the 2 cores over the run)"
+    )
+    stats = getattr(args, "apiserver_stats", None)
+    if stats:
+        verbs = ", ".join(f"{k.strip()} {v}" for k, v in list(stats["by_verb"].items())[:6])
+        print(
+            f"API server           {stats['requests']} requests ({verbs}); {stats['webhook_calls']} webhook calls,"
+            f" {stats['webhook_failures']} failed"
+        )
+    problems = getattr(args, "kuota_log_problems", [])
+    if problems:
+        print(f"kuota log            {len(problems)} warnings/errors; first: {problems[0][:300]}")
+    if observer.errors:
+        print(f"errors: {len(observer.errors)} (create failures {observer.create_failures})")
+        for error in observer.errors[:8]:
+            print(f"  {error[:1000]}")
 
 
 def main() -> None:
@@ -382,16 +547,21 @@ def main() -> None:
     parser.add_argument("--time-scale", type=float, default=1.0, help="multiply runtimes and creation intervals")
     parser.add_argument("--timeout", type=float, default=None, help="global limit in seconds (default from the mix)")
     parser.add_argument("--in-flight", type=int, default=64, help="concurrent create requests at most")
-    parser.add_argument("--kube-qps", type=float, default=e2e.Options.kube_qps, help="the controller's API rate")
-    parser.add_argument("--kube-burst", type=int, default=e2e.Options.kube_burst)
-    parser.add_argument("--verbose", action="store_true", help="kuota's and the fake server's logs")
+    parser.add_argument("--kube-qps", type=float, default=KUBE_QPS, help="kuota serve --kube-qps")
+    parser.add_argument("--kube-burst", type=int, default=KUBE_BURST, help="kuota serve --kube-burst")
+    parser.add_argument("--history", type=int, default=50_000, help="writes the fake API server keeps for watches")
+    parser.add_argument("--profile", type=Path, default=None, help="py-spy every process; raw stacks go here")
+    parser.add_argument("--profile-at", type=float, default=10.0, help="seconds into the run the profiles start")
+    parser.add_argument("--profile-for", type=int, default=15, help="seconds the profiles last")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the logs, ledger and certificates here")
     args = parser.parse_args()
     if not 0 < args.scale <= 1 or args.time_scale <= 0:
         parser.error("--scale takes a fraction in (0, 1], --time-scale a positive factor")
-    level = logging.INFO if args.verbose else logging.WARNING
-    logging.basicConfig(level=level)
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
-    with tempfile.TemporaryDirectory(prefix="kuota-e2e-") as tmp:
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    with (
+        contextlib.nullcontext(str(args.keep)) if args.keep else tempfile.TemporaryDirectory(prefix="kuota-e2e-")
+    ) as tmp:
         generator = Path(tmp) / "generator.yaml"
         generator.write_text(yaml.safe_dump(scaled_generator(BASELINE, args.scale, args.time_scale)))
         mix = load_mix(generator)
@@ -399,7 +569,7 @@ def main() -> None:
         if args.timeout is None:
             args.timeout = 120 + 2 * last_submit + 15 * ideal_makespan_s(mix)
         print(f"running {len(mix.jobs)} workloads; stops at the latest after {args.timeout:.0f} s", flush=True)
-        result = asyncio.run(asyncio.wait_for(run(mix, Path(tmp), args), args.timeout + 120))
+        result = run(mix, Path(tmp), args)
     report(result, args)
 
 
