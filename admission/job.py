@@ -9,11 +9,12 @@ it reaches the person who ran `kubectl apply`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any, NamedTuple, TypeGuard
 from urllib.parse import urlsplit
 
@@ -83,6 +84,42 @@ class JobConversion(NamedTuple):
     workload: Workload | None
     problems: tuple[JobProblem, ...] = ()
     names: RequestedNames = RequestedNames(None, None, None, None)
+
+
+@dataclass(slots=True)
+class PodSetRequest:
+    """A Job's one pod set as the never-fits rule reads it: what a `PodSet` holds but its name, without copies.
+
+    Not frozen: a frozen dataclass costs four times as much to make, and this one is made for every review.
+    """
+
+    count: int
+    min_count: int | None
+    requests: dict[str, int]
+    """Per-pod requests in milli-units."""
+    node_selector: Mapping[str, str]
+    """The Job's own nodeSelector (not a copy: readers only read it)."""
+
+
+class JobReading(NamedTuple):
+    """A Job read once: every problem `convert_job` finds, and everything its workload is made of.
+
+    `convert_job` builds a Workload from it; the validating webhook reads it as it is, since its rules need the
+    names, the team and the pod set, and building a frozen Workload for every review would be wasted.
+    """
+
+    problems: tuple[JobProblem, ...]
+    names: RequestedNames
+    metadata: Mapping[str, Any]
+    labels: Mapping[str, Any]
+    annotations: Mapping[str, Any]
+    namespace: str | None
+    queue: str | None
+    """`namespace/name` of the queue the Job goes to."""
+    team: str | None
+    priority_class: PriorityClass | None
+    pod_set: PodSetRequest | None
+    """Set exactly when the Job converts to a workload: kuota manages it and nothing is wrong with it."""
 
 
 # -- the quota file, indexed for lookups per Job ------------------------------------------------------------------
@@ -175,20 +212,31 @@ def job_annotations(job: Mapping[str, Any]) -> Mapping[str, Any]:
     return _mapping(_mapping(job.get("metadata")).get("annotations"))
 
 
-def _first_label(labels: Mapping[str, Any], keys: tuple[str, str]) -> tuple[str | None, str | None]:
-    for key in keys:
-        value = labels.get(key)
-        if isinstance(value, str):
-            return value, key
+def _first_label(labels: Mapping[str, Any], first: str, second: str) -> tuple[str | None, str | None]:
+    value = labels.get(first)
+    if isinstance(value, str):
+        return value, first
+    value = labels.get(second)
+    if isinstance(value, str):
+        return value, second
     return None, None
 
 
 def requested_names(job: Mapping[str, Any]) -> RequestedNames:
     """The queue and priority class names a Job asks for in its labels; kuota's labels win over Kueue's."""
-    labels = job_labels(job)
-    queue, queue_label = _first_label(labels, (QUEUE_LABEL, KUEUE_QUEUE_LABEL))
-    priority, priority_label = _first_label(labels, (PRIORITY_LABEL, KUEUE_PRIORITY_LABEL))
+    return names_in_labels(job_labels(job))
+
+
+def names_in_labels(labels: Mapping[str, Any]) -> RequestedNames:
+    """`requested_names` of a Job whose labels are already at hand."""
+    if not labels:
+        return _NO_NAMES
+    queue, queue_label = _first_label(labels, QUEUE_LABEL, KUEUE_QUEUE_LABEL)
+    priority, priority_label = _first_label(labels, PRIORITY_LABEL, KUEUE_PRIORITY_LABEL)
     return RequestedNames(queue, queue_label, priority, priority_label)
+
+
+_NO_NAMES = RequestedNames(None, None, None, None)
 
 
 def job_namespace(job: Mapping[str, Any]) -> str | None:
@@ -205,7 +253,13 @@ def is_managed(job: Mapping[str, Any], config: QuotaConfig, namespace: str | Non
 
 
 def is_label_value(value: str) -> bool:
-    return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
+    return len(value) <= 63 and _is_label_text(value)
+
+
+@lru_cache(maxsize=1024)
+def _is_label_text(value: str) -> bool:
+    """Cached: a cluster's Jobs name the same few queues over and over (and only short strings get here)."""
+    return _LABEL_VALUE.fullmatch(value) is not None
 
 
 def resolve_priority_class(
@@ -216,15 +270,16 @@ def resolve_priority_class(
     Raises JobError when the label names a class the quota file does not have. `names` saves reading them again.
     """
     names = names if names is not None else requested_names(job)
-    priority_class, problem = _priority_class(job, names, config_index(config))
+    priority_class, problem = priority_class_for(_pod_spec(job), names, config_index(config))
     if problem is not None:
         raise JobError([problem])
     return priority_class
 
 
-def _priority_class(
-    job: Mapping[str, Any], names: RequestedNames, index: ConfigIndex
+def priority_class_for(
+    pod: Mapping[str, Any], names: RequestedNames, index: ConfigIndex
 ) -> tuple[PriorityClass | None, JobProblem | None]:
+    """`resolve_priority_class` for a pod spec and names at hand: the class, or the problem with the label."""
     if names.priority_class is not None:
         found = index.priority_classes.get(names.priority_class)
         if found is not None:
@@ -237,7 +292,7 @@ def _priority_class(
             f"priority class {names.priority_class!r} (label {names.priority_label}) is not configured in kuota; "
             f"set the label to one of: {known}, or remove it to get the Job's usual priority{fallback}",
         )
-    pod_class = _mapping(_pod_spec(job)).get("priorityClassName")
+    pod_class = pod.get("priorityClassName")
     if isinstance(pod_class, str) and pod_class in index.priority_classes:
         return index.priority_classes[pod_class], None
     return index.default_class, None
@@ -278,28 +333,46 @@ def _quantity_problem(raw: Any, path: str) -> JobProblem:
     )
 
 
-def _quantities(resources: Any, path: str, problems: list[JobProblem]) -> dict[str, int]:
-    """`resources` of one container as effective requests: requests, and limits where no request is given."""
-    if resources is None:
+def _resources_path(path: str, key: str | None, index: int) -> str:
+    """Where a `resources` object is: the pod's own (`key` None), or that of item `index` of container list `key`."""
+    return f"{path}.resources" if key is None else f"{path}.{key}[{index}].resources"
+
+
+def _quantities(
+    resources: Any, problems: list[JobProblem], path: str, key: str | None = None, index: int = 0
+) -> dict[str, int]:
+    """`resources` of one container (or of the pod) as effective requests: requests, and limits where no request
+    is given, as in Kubernetes. A problem's path is spelled out only when there is a problem: most Jobs have none.
+    """
+    if type(resources) is not dict and not isinstance(resources, Mapping):
+        problems.append(_not_a("an object", _resources_path(path, key, index)))
         return {}
-    if not _is_map(resources):
-        problems.append(_not_a("an object", path))
+    out = _parsed(resources.get("requests"), "requests", problems, path, key, index)
+    limits = _parsed(resources.get("limits"), "limits", problems, path, key, index)
+    if not out:
+        return limits
+    for resource, milli in limits.items():
+        if resource not in out:
+            out[resource] = milli
+    return out
+
+
+def _parsed(
+    values: Any, part: str, problems: list[JobProblem], path: str, key: str | None, index: int
+) -> dict[str, int]:
+    """The quantities of a `requests` or `limits` map in milli-units; a problem for each that is not one."""
+    if values is None:
+        return {}
+    if type(values) is not dict and not isinstance(values, Mapping):
+        problems.append(_not_a("an object", f"{_resources_path(path, key, index)}.{part}"))
         return {}
     out: dict[str, int] = {}
-    for part in ("requests", "limits"):
-        values = resources.get(part)
-        if values is None:
-            continue
-        if not _is_map(values):
-            problems.append(_not_a("an object", f"{path}.{part}"))
-            continue
-        for resource, raw in values.items():
-            milli = _milli(raw) if type(raw) in _QUANTITY_TYPES else None
-            if milli is None:
-                problems.append(_quantity_problem(raw, f"{path}.{part}[{resource}]"))
-            # A request given explicitly wins over the limit, as in Kubernetes.
-            elif part == "requests" or resource not in out:
-                out[str(resource)] = milli
+    for resource, raw in values.items():
+        milli = _milli(raw) if type(raw) in _QUANTITY_TYPES else None
+        if milli is None:
+            problems.append(_quantity_problem(raw, f"{_resources_path(path, key, index)}.{part}[{resource}]"))
+        else:
+            out[str(resource)] = milli
     return out
 
 
@@ -314,18 +387,18 @@ def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:
             total[resource] = value
 
 
-def _containers(pod: Mapping[str, Any], key: str, path: str, problems: list[JobProblem]) -> Iterator[tuple[int, Any]]:
+def _container_list(pod: Mapping[str, Any], key: str, path: str, problems: list[JobProblem]) -> list[Any]:
+    """The list of containers under `key` (empty when there is none, or a problem when it is not a list).
+
+    Its items may still be anything: the caller checks each in turn, so problems come out in the Job's order.
+    """
     containers = pod.get(key)
     if containers is None:
-        return
+        return []
     if not isinstance(containers, list):
         problems.append(_not_a("a list", f"{path}.{key}"))
-        return
-    for i, container in enumerate(containers):
-        if not _is_map(container):
-            problems.append(_not_a("an object", f"{path}.{key}[{i}]"))
-            continue
-        yield i, container
+        return []
+    return containers
 
 
 def pod_requests(pod: Mapping[str, Any], path: str = "spec.template.spec") -> tuple[dict[str, int], list[JobProblem]]:
@@ -337,26 +410,31 @@ def pod_requests(pod: Mapping[str, Any], path: str = "spec.template.spec") -> tu
     counts as requested at its limit, which is how GPUs are usually asked for.
     """
     problems: list[JobProblem] = []
+    return _pod_requests(pod, path, problems), problems
+
+
+def _pod_requests(pod: Mapping[str, Any], path: str, problems: list[JobProblem]) -> dict[str, int]:
     total: dict[str, int] = {}
-    for i, container in _containers(pod, "containers", path, problems):
-        _add(total, _quantities(container.get("resources"), f"{path}.containers[{i}].resources", problems))
-    sidecars: dict[str, int] = {}
-    init_peak: dict[str, int] = {}
-    for i, container in _containers(pod, "initContainers", path, problems):
-        requests = _quantities(container.get("resources"), f"{path}.initContainers[{i}].resources", problems)
-        if container.get("restartPolicy") == "Always":
-            _add(total, requests)
-            _add(sidecars, requests)
-            _max_into(init_peak, sidecars)
-        else:
-            during = dict(requests)
-            _add(during, sidecars)
-            _max_into(init_peak, during)
-    _max_into(total, init_peak)
-    # Pod-level resources (Kubernetes 1.32+) replace the containers' sum for the resources they name.
-    for resource, value in _quantities(pod.get("resources"), f"{path}.resources", problems).items():
-        if resource in ("cpu", "memory") or resource.startswith("hugepages-"):
-            total[resource] = value
+    for i, container in enumerate(_container_list(pod, "containers", path, problems)):
+        if type(container) is not dict and not isinstance(container, Mapping):
+            problems.append(_not_a("an object", f"{path}.containers[{i}]"))
+            continue
+        resources = container.get("resources")
+        if resources is not None:
+            requests = _quantities(resources, problems, path, "containers", i)
+            if total:
+                _add(total, requests)
+            else:
+                total = requests  # the first container's own dict: most pods have one container
+    init_containers = _container_list(pod, "initContainers", path, problems)
+    if init_containers:
+        _add_init_containers(total, init_containers, path, problems)
+    pod_level = pod.get("resources")
+    if pod_level is not None:
+        # Pod-level resources (Kubernetes 1.32+) replace the containers' sum for the resources they name.
+        for resource, value in _quantities(pod_level, problems, path).items():
+            if resource in ("cpu", "memory") or resource.startswith("hugepages-"):
+                total[resource] = value
     overhead = pod.get("overhead")
     if overhead is not None:
         if _is_map(overhead):
@@ -366,7 +444,31 @@ def pod_requests(pod: Mapping[str, Any], path: str = "spec.template.spec") -> tu
                     total[str(resource)] = total.get(str(resource), 0) + milli
         else:
             problems.append(_not_a("an object", f"{path}.overhead"))
-    return {r: q for r, q in total.items() if q > 0}, problems
+    # Quantities are never negative, so only zeros are dropped; most pods have none, and no copy is needed then.
+    return {r: q for r, q in total.items() if q > 0} if 0 in total.values() else total
+
+
+def _add_init_containers(
+    total: dict[str, int], init_containers: list[Any], path: str, problems: list[JobProblem]
+) -> None:
+    """Sidecars add to `total`; `total` then covers the peak of every init container with the sidecars before it."""
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for i, container in enumerate(init_containers):
+        if not _is_map(container):
+            problems.append(_not_a("an object", f"{path}.initContainers[{i}]"))
+            continue
+        resources = container.get("resources")
+        requests = {} if resources is None else _quantities(resources, problems, path, "initContainers", i)
+        if container.get("restartPolicy") == "Always":
+            _add(total, requests)
+            _add(sidecars, requests)
+            _max_into(init_peak, sidecars)
+        else:
+            during = dict(requests)
+            _add(during, sidecars)
+            _max_into(init_peak, during)
+    _max_into(total, init_peak)
 
 
 # -- the Job ------------------------------------------------------------------------------------------------------
@@ -444,7 +546,11 @@ def _is_http_url(text: str) -> bool:
 
 
 def checkpoint_url_problem(job: Mapping[str, Any]) -> JobProblem | None:
-    raw = job_annotations(job).get(CHECKPOINT_URL)
+    return _checkpoint_url_problem(job_annotations(job))
+
+
+def _checkpoint_url_problem(annotations: Mapping[str, Any]) -> JobProblem | None:
+    raw = annotations.get(CHECKPOINT_URL)
     if raw is None:
         return None
     if isinstance(raw, str) and _is_http_url(raw):
@@ -535,8 +641,11 @@ def resolve_queue(
 
     No queue and no problem means kuota does not manage the Job. `names` saves reading them again.
     """
-    names = names if names is not None else requested_names(job)
-    index = config_index(config)
+    return queue_for(names if names is not None else requested_names(job), namespace, config_index(config))
+
+
+def queue_for(names: RequestedNames, namespace: str, index: ConfigIndex) -> QueueResolution:
+    """`resolve_queue` for names and an index at hand."""
     queue, team, problem = _queue(names, namespace, index)
     name = names.queue if names.queue is not None else index.default_queue(namespace)
     return QueueResolution(queue, name, team, problem)
@@ -544,7 +653,7 @@ def resolve_queue(
 
 def structure_problems(job: Any) -> list[JobProblem]:
     """What makes a body not a Job kuota can read (wrong types where objects, lists or strings belong)."""
-    return _structure(job)[3]
+    return job_parts(job).problems
 
 
 def _created_at(metadata: Mapping[str, Any]) -> int:
@@ -565,35 +674,124 @@ def _epoch_ms(raw: str) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
-def _structure(job: Any) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any], list[JobProblem]]:
-    """(metadata, spec, pod spec) of a Job, with a problem for each part of the wrong type."""
+#: What a missing or mistyped part of a Job reads as; read-only, since it is shared.
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class JobParts(NamedTuple):
+    """The parts of a Job the rules read, each type-checked once so that readers need not check again: a part
+    of the wrong type is a problem and reads as empty."""
+
+    metadata: Mapping[str, Any]
+    labels: Mapping[str, Any]
+    annotations: Mapping[str, Any]
+    spec: Mapping[str, Any]
+    pod: Mapping[str, Any]
+    """The pod template's spec."""
+    problems: list[JobProblem]
+
+
+def _string_map(value: Any) -> bool:
+    if type(value) is not dict and not isinstance(value, Mapping):
+        return False
+    # A loop rather than all() over a generator: a third of the cost, for every label and annotation map.
+    for item in value.values():  # noqa: SIM110
+        if not isinstance(item, str):
+            return False
+    return True
+
+
+def _string_map_part(value: Any, path: str, problems: list[JobProblem]) -> Mapping[str, Any]:
+    """Labels, annotations: a problem unless a map of strings; a map of anything still reads as itself."""
+    if value is None:
+        return _EMPTY
+    if not _string_map(value):
+        problems.append(_not_a("a map of strings", path))
+        return _mapping(value)
+    return value  # type: ignore[no-any-return]
+
+
+# Bodies are parsed JSON, so parts are nearly always plain dicts: `type(x) is dict` is tested first, inline, on the
+# paths every review takes, which skips the slower check against the Mapping ABC and a function call.
+
+
+def job_parts(job: Any) -> JobParts:
+    """The parts of a Job, with a problem for each part of the wrong type (all of them NOT_A_JOB)."""
+    if type(job) is not dict and not isinstance(job, Mapping):
+        return JobParts(_EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, [_not_a("an object", "the object")])
     problems: list[JobProblem] = []
-    if not _is_map(job):
-        return {}, {}, {}, [_not_a("an object", "the object")]
-    metadata, spec = job.get("metadata"), job.get("spec")
-    if metadata is not None and not _is_map(metadata):
+    metadata = job.get("metadata")
+    if metadata is None:
+        metadata = _EMPTY
+    elif type(metadata) is not dict and not isinstance(metadata, Mapping):
         problems.append(_not_a("an object", "metadata"))
-        metadata = {}
-    if spec is not None and not _is_map(spec):
+        metadata = _EMPTY
+    spec = job.get("spec")
+    if spec is None:
+        spec = _EMPTY
+    elif type(spec) is not dict and not isinstance(spec, Mapping):
+        # Nothing below the spec can be read, so nothing more is checked.
         problems.append(_not_a("an object", "spec"))
-        return metadata or {}, {}, {}, problems
-    metadata, spec = metadata or {}, spec or {}
-    for key in ("labels", "annotations"):
-        value = metadata.get(key)
-        if value is not None and not (_is_map(value) and all(isinstance(v, str) for v in value.values())):
-            problems.append(_not_a("a map of strings", f"metadata.{key}"))
+        labels, annotations = _mapping(metadata.get("labels")), _mapping(metadata.get("annotations"))
+        return JobParts(metadata, labels, annotations, _EMPTY, _EMPTY, problems)
+    labels = _string_map_part(metadata.get("labels"), "metadata.labels", problems)
+    annotations = _string_map_part(metadata.get("annotations"), "metadata.annotations", problems)
     template = spec.get("template")
-    pod: Any = _mapping(template).get("spec")
-    if not _is_map(template):
+    pod: Any
+    if type(template) is not dict and not isinstance(template, Mapping):
         problems.append(_not_a("an object", "spec.template"))
-        pod = {}
-    elif not _is_map(pod):
-        problems.append(_not_a("an object", "spec.template.spec"))
-        pod = {}
+        pod = _EMPTY
+    else:
+        pod = template.get("spec")
+        if type(pod) is not dict and not isinstance(pod, Mapping):
+            problems.append(_not_a("an object", "spec.template.spec"))
+            pod = _EMPTY
     selector = pod.get("nodeSelector")
-    if selector is not None and not (_is_map(selector) and all(isinstance(v, str) for v in selector.values())):
+    if selector is not None and not _string_map(selector):
         problems.append(_not_a("a map of strings", "spec.template.spec.nodeSelector"))
-    return metadata, spec, pod, problems
+    return JobParts(metadata, labels, annotations, spec, pod, problems)
+
+
+def read_job(job: Any, index: ConfigIndex, namespace: str | None = None) -> JobReading:
+    """A Job read for `convert_job`, problems and all, without building its Workload.
+
+    `namespace` is the request's namespace when the body does not carry one (it may not on CREATE).
+    """
+    metadata, labels, annotations, spec, pod, problems = job_parts(job)
+    if not _is_map(job):
+        return JobReading(tuple(problems), _NO_NAMES, metadata, labels, annotations, None, None, None, None, None)
+    names = names_in_labels(labels)
+    if not namespace:
+        namespace = metadata.get("namespace")
+        if not isinstance(namespace, str) or not namespace:
+            problems.append(
+                JobProblem(
+                    JobProblemKind.NO_NAMESPACE,
+                    "metadata.namespace",
+                    "the Job has no namespace; set metadata.namespace",
+                )
+            )
+            return JobReading(tuple(problems), names, metadata, labels, annotations, None, None, None, None, None)
+    queue, team, queue_problem = _queue(names, namespace, index)
+    if queue_problem is not None:
+        problems.append(queue_problem)
+    elif queue is None:  # a Job kuota does not manage
+        return JobReading(tuple(problems), names, metadata, labels, annotations, namespace, None, None, None, None)
+    priority_class, priority_problem = priority_class_for(pod, names, index)
+    if priority_problem is not None:
+        problems.append(priority_problem)
+    count = _pod_count(_count(spec, "parallelism", problems), _count(spec, "completions", problems))
+    min_count = _min_count(annotations, count, problems)
+    url_problem = _checkpoint_url_problem(annotations)
+    if url_problem is not None:
+        problems.append(url_problem)
+    requests = _pod_requests(pod, "spec.template.spec", problems)
+    pod_set = None
+    if not problems and team is not None:
+        pod_set = PodSetRequest(count, min_count, requests, _mapping(pod.get("nodeSelector")))
+    return JobReading(
+        tuple(problems), names, metadata, labels, annotations, namespace, queue, team, priority_class, pod_set
+    )
 
 
 def convert_job(job: Mapping[str, Any], config: QuotaConfig, namespace: str | None = None) -> JobConversion:
@@ -602,62 +800,32 @@ def convert_job(job: Mapping[str, Any], config: QuotaConfig, namespace: str | No
     `namespace` is the request's namespace when the body does not carry one (it may not on CREATE). A Job that
     kuota does not manage (no queue, namespace not managed) converts to no workload and no problem.
     """
-    metadata, spec, pod, problems = _structure(job)
-    if not _is_map(job):
-        return JobConversion(None, tuple(problems))
-    names = requested_names(job)
-    namespace = namespace or job_namespace(job)
-    if namespace is None:
-        problems.append(
-            JobProblem(
-                JobProblemKind.NO_NAMESPACE, "metadata.namespace", "the Job has no namespace; set metadata.namespace"
-            )
-        )
-        return JobConversion(None, tuple(problems), names)
-    index = config_index(config)
-    queue, team, queue_problem = _queue(names, namespace, index)
-    if queue_problem is not None:
-        problems.append(queue_problem)
-    elif queue is None:
-        return JobConversion(None, tuple(problems), names)
-    priority_class, priority_problem = _priority_class(job, names, index)
-    if priority_problem is not None:
-        problems.append(priority_problem)
-
-    count = _pod_count(_count(spec, "parallelism", problems), _count(spec, "completions", problems))
-    annotations = _mapping(metadata.get("annotations"))
-    min_count = _min_count(annotations, count, problems)
-    url_problem = checkpoint_url_problem(job)
-    if url_problem is not None:
-        problems.append(url_problem)
-    requests, request_problems = pod_requests(pod)
-    problems.extend(request_problems)
-    if problems or queue is None or team is None:
-        return JobConversion(None, tuple(problems), names)
-
+    reading = read_job(job, config_index(config), namespace)
+    pod_set, team, queue = reading.pod_set, reading.team, reading.queue
+    if pod_set is None or team is None or queue is None:
+        return JobConversion(None, reading.problems, reading.names)
+    metadata, priority_class = reading.metadata, reading.priority_class
     name = metadata.get("name") or metadata.get("generateName") or ""
-    selector = _mapping(pod.get("nodeSelector"))
-    labels = _mapping(metadata.get("labels"))
     workload = Workload(
-        name=f"{namespace}/{name}",
+        name=f"{reading.namespace}/{name}",
         team=team,
         priority=priority_class.value if priority_class is not None else 0,
         pod_sets=(
             PodSet(
                 name=POD_SET_NAME,
-                count=count,
-                requests=requests,
-                min_count=min_count,
-                node_selector=dict(selector),
+                count=pod_set.count,
+                requests=pod_set.requests,
+                min_count=pod_set.min_count,
+                node_selector=dict(pod_set.node_selector),
             ),
         ),
         created_at=_created_at(metadata),
         queue=queue,
         priority_class=priority_class.name if priority_class is not None else None,
         preemptible=priority_class.preemptible if priority_class is not None else True,
-        labels=dict(labels),
+        labels=dict(reading.labels),
     )
-    return JobConversion(workload, (), names)
+    return JobConversion(workload, (), reading.names)
 
 
 def workload_from_job(job: Mapping[str, Any], config: QuotaConfig, namespace: str | None = None) -> Workload:

@@ -13,14 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from admission.job import (
-    JobProblemKind,
-    job_labels,
-    requested_names,
-    resolve_priority_class,
-    resolve_queue,
-    structure_problems,
-)
+from admission.job import JobProblemKind, job_parts, names_in_labels, priority_class_for, queue_for
 from admission.labels import KUEUE_QUEUE_LABEL, PRIORITY_LABEL, QUEUE_LABEL
 from webhooks.checks import not_a_job_kind, problems_denial, request_namespace
 from webhooks.review import ALLOW, AdmissionRequest, Decision, JSONPatch, pointer
@@ -34,19 +27,19 @@ def mutate_job(request: AdmissionRequest, state: WebhookState) -> Decision:
     if wrong_kind is not None:
         return wrong_kind
     job = request.object
-    problems = structure_problems(job)
-    if problems:
-        return problems_denial(problems)
+    parts = job_parts(job)
+    if parts.problems:
+        return problems_denial(parts.problems)
     namespace = request_namespace(request)
     view = state.view
-    names = requested_names(job)
+    labels = parts.labels
+    names = names_in_labels(labels)
     if names.queue is None and (namespace is None or not view.index.managed(namespace)):
         return ALLOW
-    labels = job_labels(job)
     stamps: dict[str, str] = {}
     warnings: list[str] = []
     if namespace is not None:
-        resolution = resolve_queue(job, view.config, namespace, names)
+        resolution = queue_for(names, namespace, view.index)
         if resolution.problem is not None and resolution.problem.kind is JobProblemKind.INVALID_QUEUE_NAME:
             return problems_denial([resolution.problem])
         if resolution.name is not None and labels.get(QUEUE_LABEL) != resolution.name:
@@ -54,17 +47,19 @@ def mutate_job(request: AdmissionRequest, state: WebhookState) -> Decision:
     kueue_queue = labels.get(KUEUE_QUEUE_LABEL)
     if names.queue_label == QUEUE_LABEL and kueue_queue is not None and kueue_queue != names.queue:
         warnings.append(f"labels {QUEUE_LABEL} and {KUEUE_QUEUE_LABEL} disagree; kuota uses {QUEUE_LABEL}")
-    try:
-        priority_class = resolve_priority_class(job, view.config, names)
-    except ValueError:
-        priority_class = None  # an unknown class is the validating webhook's to deny, with its message
+    # An unknown class (a problem, and no class) is the validating webhook's to deny, with its message.
+    priority_class, _ = priority_class_for(parts.pod, names, view.index)
     if priority_class is not None and labels.get(PRIORITY_LABEL) != priority_class.name:
         stamps[PRIORITY_LABEL] = priority_class.name
     patch = _label_patch(job, stamps)
-    spec = job["spec"]
+    spec = parts.spec
     if spec.get("suspend") is not True:
         patch.append({"op": "replace" if "suspend" in spec else "add", "path": "/spec/suspend", "value": True})
     return Decision(allowed=True, patch=patch, warnings=warnings)
+
+
+#: JSON pointers of the labels kuota stamps, escaped once rather than for every Job.
+_LABEL_POINTERS = {key: pointer("metadata", "labels", key) for key in (QUEUE_LABEL, PRIORITY_LABEL)}
 
 
 def _label_patch(job: Mapping[str, Any], stamps: Mapping[str, str]) -> JSONPatch:
@@ -75,4 +70,4 @@ def _label_patch(job: Mapping[str, Any], stamps: Mapping[str, str]) -> JSONPatch
         return [{"op": "add", "path": "/metadata", "value": {"labels": dict(stamps)}}]
     if metadata.get("labels") is None:
         return [{"op": "add", "path": "/metadata/labels", "value": dict(stamps)}]
-    return [{"op": "add", "path": pointer("metadata", "labels", key), "value": value} for key, value in stamps.items()]
+    return [{"op": "add", "path": _LABEL_POINTERS[key], "value": value} for key, value in stamps.items()]

@@ -18,14 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from admission.job import (
-    JobConversion,
     JobProblemKind,
+    JobReading,
     RequestedNames,
-    convert_job,
-    job_annotations,
+    job_parts,
+    names_in_labels,
     pod_count,
-    requested_names,
-    structure_problems,
+    read_job,
 )
 from admission.labels import ADMITTED_FLAVOR, KUOTA_OWNED_ANNOTATIONS
 from webhooks.checks import not_a_job_kind, problems_denial, request_namespace
@@ -50,20 +49,24 @@ def validate_job(request: AdmissionRequest, state: WebhookState) -> Decision:
         return wrong_kind
     view = state.view
     namespace = request_namespace(request)
-    conversion = convert_job(request.object, view.config, namespace)
-    unreadable = [p for p in conversion.problems if p.kind is JobProblemKind.NOT_A_JOB]
-    if unreadable:
-        return problems_denial(unreadable)
-    if request.operation == "UPDATE" and structure_problems(request.old_object):
-        return deny(
-            "this UPDATE review carries no readable previous Job in oldObject; send the Job as stored",
-            code=400,
-            reason="BadRequest",
-        )
-    job = _Seen.of(request.object, conversion.names, view, namespace)
+    # Read once: the problems, names and pod set that every rule below needs, without building a Workload.
+    reading = read_job(request.object, view.index, namespace)
+    if reading.problems:
+        unreadable = [p for p in reading.problems if p.kind is JobProblemKind.NOT_A_JOB]
+        if unreadable:
+            return problems_denial(unreadable)
+    job = _Seen.of(request.object, reading.names, reading.annotations, view, namespace)
     old = None
     if request.operation == "UPDATE":
-        old = _Seen.of(request.old_object, requested_names(request.old_object), view, namespace)
+        old_parts = job_parts(request.old_object)
+        if old_parts.problems:
+            return deny(
+                "this UPDATE review carries no readable previous Job in oldObject; send the Job as stored",
+                code=400,
+                reason="BadRequest",
+            )
+        old_names = names_in_labels(old_parts.labels)
+        old = _Seen.of(request.old_object, old_names, old_parts.annotations, view, namespace)
     if not job.managed and not (old is not None and old.managed):
         return ALLOW
     if request.username == state.service_account:
@@ -73,7 +76,7 @@ def validate_job(request: AdmissionRequest, state: WebhookState) -> Decision:
         denial = _who_may(job, old)
         if denial is not None:
             return denial
-    return _what_is_asked(conversion, old, view, namespace)
+    return _what_is_asked(reading, old, view, namespace)
 
 
 @dataclass(slots=True)
@@ -89,14 +92,16 @@ class _Seen:
     suspended: bool
 
     @classmethod
-    def of(cls, body: Job, names: RequestedNames, view: ConfigView, namespace: str | None) -> _Seen:
+    def of(
+        cls, body: Job, names: RequestedNames, annotations: Mapping[str, Any], view: ConfigView, namespace: str | None
+    ) -> _Seen:
         queue = names.queue
         managed = queue is not None or (namespace is not None and view.index.managed(namespace))
         if queue is None and namespace is not None:
             queue = view.index.default_queue(namespace)
         spec = body.get("spec")
-        suspended = isinstance(spec, Mapping) and spec.get("suspend") is True
-        return cls(body, names, queue, managed, job_annotations(body), suspended)
+        suspended = (type(spec) is dict or isinstance(spec, Mapping)) and spec.get("suspend") is True
+        return cls(body, names, queue, managed, annotations, suspended)
 
 
 # -- who may do what ----------------------------------------------------------------------------------------------
@@ -141,16 +146,22 @@ def _who_may(job: _Seen, old: _Seen | None) -> Decision | None:
 # -- what the Job asks for ----------------------------------------------------------------------------------------
 
 
-def _what_is_asked(conversion: JobConversion, old: _Seen | None, view: ConfigView, namespace: str | None) -> Decision:
-    before = convert_job(old.body, view.config, namespace) if old is not None else None
-    problems = [p for p in conversion.problems if before is None or p not in before.problems]
-    if problems:
-        return problems_denial(problems)
-    if conversion.workload is None:
-        return ALLOW
-    reason = view.capacity.never_fits(conversion.workload)
+def _what_is_asked(reading: JobReading, old: _Seen | None, view: ConfigView, namespace: str | None) -> Decision:
+    before = read_job(old.body, view.index, namespace) if old is not None else None
+    if reading.problems:
+        problems = [p for p in reading.problems if before is None or p not in before.problems]
+        if problems:
+            return problems_denial(problems)
+    if reading.pod_set is None or reading.team is None:
+        return ALLOW  # not kuota's, or a problem the Job already had
+    reason = view.capacity.pod_set_never_fits(reading.team, reading.pod_set)
     if reason is None:
         return ALLOW
-    if before is not None and before.workload is not None and view.capacity.never_fits(before.workload) == reason:
+    if (
+        before is not None
+        and before.pod_set is not None
+        and before.team is not None
+        and view.capacity.pod_set_never_fits(before.team, before.pod_set) == reason
+    ):
         return ALLOW
     return deny(reason)
