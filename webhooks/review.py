@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -39,15 +39,17 @@ class AdmissionRequest:
     dry_run: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(NamedTuple):
+    """The answer to one review. A named tuple rather than a frozen dataclass: the mutating webhook makes one for
+    every Job, and a frozen dataclass costs four times as much to make."""
+
     allowed: bool
     patch: JSONPatch | None = None
     message: str = ""
     code: int = 200
     reason: str = ""
     causes: Sequence[Mapping[str, str]] = ()
-    warnings: Sequence[str] = field(default_factory=tuple)
+    warnings: Sequence[str] = ()
 
 
 ALLOW = Decision(allowed=True)
@@ -84,36 +86,53 @@ def parse_review(body: bytes) -> AdmissionRequest:
     kind = request.get("kind")
     user = request.get("userInfo")
     username = user.get("username") if isinstance(user, dict) else None
+    operation = request.get("operation")
+    # Positional, in the order of the fields: keywords cost half as much again for ten fields, on every review.
     return AdmissionRequest(
-        uid=uid,
-        operation=operation if isinstance(operation := request.get("operation"), str) else "",
-        namespace=_text(request.get("namespace")),
-        name=_text(request.get("name")),
-        sub_resource=_text(request.get("subResource")),
-        kind=kind if isinstance(kind, dict) else {},
-        username=username if isinstance(username, str) else "",
-        object=request.get("object"),
-        old_object=request.get("oldObject"),
-        dry_run=request.get("dryRun") is True,
+        uid,
+        operation if isinstance(operation, str) else "",
+        _text(request.get("namespace")),
+        _text(request.get("name")),
+        _text(request.get("subResource")),
+        kind if isinstance(kind, dict) else {},
+        username if isinstance(username, str) else "",
+        request.get("object"),
+        request.get("oldObject"),
+        request.get("dryRun") is True,
     )
 
 
+# An allowing response is written as bytes around its uid, exactly as orjson would write the whole review: most
+# answers are a plain allow, and building and dumping the nested dicts cost more than the rest of such a review.
+_ALLOWED_HEAD = b'{"apiVersion":"%s","kind":"%s","response":{"uid":' % (API_VERSION.encode(), KIND.encode())
+_ALLOWED_TAIL = b',"allowed":true}}'
+
+
 def render_response(uid: str, decision: Decision) -> bytes:
-    response: dict[str, Any] = {"uid": uid, "allowed": decision.allowed}
-    if decision.allowed:
-        if decision.patch:
-            response["patchType"] = "JSONPatch"
-            response["patch"] = base64.b64encode(orjson.dumps(decision.patch)).decode("ascii")
-    else:
-        status: dict[str, Any] = {
-            "status": "Failure",
-            "message": decision.message,
-            "reason": decision.reason,
-            "code": decision.code,
-        }
-        if decision.causes:
-            status["details"] = {"causes": list(decision.causes)}
-        response["status"] = status
+    if not decision.allowed:
+        return _render_denied(uid, decision)
+    if not decision.patch and not decision.warnings:
+        return _ALLOWED_HEAD + orjson.dumps(uid) + _ALLOWED_TAIL
+    parts = [_ALLOWED_HEAD, orjson.dumps(uid), b',"allowed":true']
+    if decision.patch:
+        # Base64 needs no escaping inside a JSON string.
+        parts += (b',"patchType":"JSONPatch","patch":"', base64.b64encode(orjson.dumps(decision.patch)), b'"')
+    if decision.warnings:
+        parts += (b',"warnings":', orjson.dumps(list(decision.warnings)))
+    parts.append(b"}}")
+    return b"".join(parts)
+
+
+def _render_denied(uid: str, decision: Decision) -> bytes:
+    status: dict[str, Any] = {
+        "status": "Failure",
+        "message": decision.message,
+        "reason": decision.reason,
+        "code": decision.code,
+    }
+    if decision.causes:
+        status["details"] = {"causes": list(decision.causes)}
+    response: dict[str, Any] = {"uid": uid, "allowed": False, "status": status}
     if decision.warnings:
         response["warnings"] = list(decision.warnings)
     return orjson.dumps({"apiVersion": API_VERSION, "kind": KIND, "response": response})
