@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -36,8 +37,16 @@ JOB_CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 JOB_NAME = "batch.kubernetes.io/job-name"
 
 
+_stamp: tuple[int, str] = (-1, "")
+
+
 def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The current second, formatted once per second (every write stamps something)."""
+    global _stamp
+    second = int(time.time())
+    if second != _stamp[0]:
+        _stamp = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return _stamp[1]
 
 
 def generate_name(prefix: str) -> str:
