@@ -13,12 +13,15 @@ Everything here works on a Snapshot and leaves it exactly as it found it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from fractions import Fraction
 from functools import partial
+from itertools import chain, repeat
 
+from admission.running import CandidateKey, candidate_sort_key
 from admission.snapshot import Snapshot
 from admission.workload import FlavorResource, PreemptionReason, Workload
 from quota.config import (
@@ -68,12 +71,6 @@ def find_targets(snapshot: Snapshot, request: PreemptionRequest) -> list[Target]
 
 
 # -- shared pieces ----------------------------------------------------------------------------------------------
-
-
-def candidate_sort_key(workload: Workload) -> tuple[bool, int, int, str]:
-    """Already-evicting first, then lower priority, then most recently admitted, then name."""
-    admitted_at = workload.admission.admitted_at if workload.admission is not None else 0
-    return (not workload.evicting, workload.priority, -admitted_at, workload.name)
 
 
 def _uses_contested(snapshot: Snapshot, workload: Workload, contested: frozenset[FlavorResource]) -> bool:
@@ -131,11 +128,20 @@ class _Candidate:
     lca: Node | None
 
 
+@dataclass(frozen=True, slots=True)
+class _Source:
+    """A team whose running work may give victims, and where it stands relative to the preemptor."""
+
+    team: Node
+    lca: Node | None
+    advantage: bool
+
+
 def _classify(snapshot: Snapshot, request: PreemptionRequest, candidate: Workload, advantage: bool) -> Variant:
     team = request.team.team
     same_team = candidate.team == request.team.name
     policy = team.preemption.within_team if same_team else team.preemption.reclaim_within_cohort
-    # Cheapest tests first: this runs for every running workload of every team a search looks at.
+    # Cheapest tests first: this runs for every running workload a search reaches.
     if not candidate.preemptible or not _allowed_by_policy(policy, request.preemptor, candidate):
         return Variant.NEVER
     if not _uses_contested(snapshot, candidate, request.contested):
@@ -154,47 +160,93 @@ def _classify(snapshot: Snapshot, request: PreemptionRequest, candidate: Workloa
     return Variant.RECLAIM_WHILE_BORROWING
 
 
-def _team_candidates(
-    snapshot: Snapshot, request: PreemptionRequest, team: Node, lca: Node | None, advantage: bool
-) -> list[_Candidate]:
-    found = []
+def _priority_ceiling(policy: WithinTeamPolicy | ReclaimPolicy, preemptor: Workload) -> int | None:
+    """The priority every candidate under `policy` is below (None: no such bound), to skip the rest unread."""
+    if policy in (WithinTeamPolicy.LOWER_PRIORITY, ReclaimPolicy.LOWER_PRIORITY):
+        return preemptor.priority
+    if policy == WithinTeamPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY:
+        return preemptor.priority + 1
+    return None
+
+
+def _team_keys(
+    snapshot: Snapshot, request: PreemptionRequest, team: Node, evicting: bool, ceiling: int | None
+) -> list[CandidateKey]:
     spec = request.team.team.preemption
     policy = spec.within_team if team is request.team else spec.reclaim_within_cohort
-    workloads = snapshot.workloads[team.name].values()
-    if policy in (WithinTeamPolicy.LOWER_PRIORITY, ReclaimPolicy.LOWER_PRIORITY):
-        # Most running work is usually not below the preemptor; skip it before the full classification.
-        floor = request.preemptor.priority
-        workloads = [w for w in workloads if w.priority < floor]  # type: ignore[assignment]
-    for workload in workloads:
-        variant = _classify(snapshot, request, workload, advantage)
-        if variant is not Variant.NEVER:
-            found.append(_Candidate(workload, variant, lca))
-    return found
+    by_policy = _priority_ceiling(policy, request.preemptor)
+    if ceiling is None or (by_policy is not None and by_policy < ceiling):
+        ceiling = by_policy
+    return snapshot.workloads[team.name].candidate_order(evicting=evicting, below_priority=ceiling)
 
 
-def _collect_in_subtree(
+def _candidates(
     snapshot: Snapshot,
     request: PreemptionRequest,
-    cohort: Node,
-    subtree_root: Node,
-    skip: Node | None,
-    advantage: bool,
-    into: list[_Candidate],
-) -> None:
+    sources: list[_Source],
+    evicting: bool,
+    ceiling: int | None = None,
+) -> Iterator[_Candidate]:
+    """The candidates of `sources` that are (or are not) evicting, in candidate order, classified as reached.
+
+    `ceiling`: only candidates below this priority.
+    """
+    runs = [_team_keys(snapshot, request, source.team, evicting, ceiling) for source in sources]
+    tagged = [zip(run, repeat(index)) for index, run in enumerate(runs) if run]
+    for key, index in heapq.merge(*tagged) if len(tagged) > 1 else (tagged[0] if tagged else ()):
+        source = sources[index]
+        workload = snapshot.workloads[source.team.name][key[3]]
+        variant = _classify(snapshot, request, workload, source.advantage)
+        if variant is not Variant.NEVER:
+            yield _Candidate(workload, variant, source.lca)
+
+
+class _Lazy:
+    """An iterator's items, produced once and replayed on every later pass."""
+
+    def __init__(self, items: Iterator[_Candidate]) -> None:
+        self._items = items
+        self._seen: list[_Candidate] = []
+        self._done = False
+
+    def __iter__(self) -> Iterator[_Candidate]:
+        index = 0
+        while True:
+            if index < len(self._seen):
+                yield self._seen[index]
+                index += 1
+            elif self._done or not self._pull():
+                return
+
+    def __bool__(self) -> bool:
+        return bool(self._seen) or self._pull()
+
+    def _pull(self) -> bool:
+        item = next(self._items, None)
+        if item is None:
+            self._done = True
+            return False
+        self._seen.append(item)
+        return True
+
+
+def _sources_in_subtree(
+    request: PreemptionRequest, cohort: Node, subtree_root: Node, skip: Node | None, advantage: bool
+) -> Iterator[_Source]:
     for child in cohort.child_cohorts:
         if child is skip or child.within_nominal(request.contested):
             continue
-        _collect_in_subtree(snapshot, request, child, subtree_root, skip, advantage, into)
+        yield from _sources_in_subtree(request, child, subtree_root, skip, advantage)
     for child in cohort.child_teams:
         if child is request.team or child.within_nominal(request.contested):
             continue
-        into.extend(_team_candidates(snapshot, request, child, subtree_root, advantage))
+        yield _Source(child, subtree_root, advantage)
 
 
-def _cohort_candidates(snapshot: Snapshot, request: PreemptionRequest) -> tuple[list[_Candidate], list[_Candidate]]:
-    """(hierarchical candidates, priority candidates) from other teams, walking up from the preemptor."""
-    hierarchical: list[_Candidate] = []
-    priority: list[_Candidate] = []
+def _cohort_sources(snapshot: Snapshot, request: PreemptionRequest) -> tuple[list[_Source], list[_Source]]:
+    """(teams giving hierarchical candidates, teams giving priority candidates), walking up from the preemptor."""
+    hierarchical: list[_Source] = []
+    priority: list[_Source] = []
     team = request.team
     if team.parent is None or team.team.preemption.reclaim_within_cohort == ReclaimPolicy.NEVER:
         return hierarchical, priority
@@ -203,15 +255,11 @@ def _cohort_candidates(snapshot: Snapshot, request: PreemptionRequest) -> tuple[
     previous: Node | None = None
     for subtree_root in team.ancestors():
         into = hierarchical if advantage else priority
-        _collect_in_subtree(snapshot, request, subtree_root, subtree_root, previous, advantage, into)
+        into.extend(_sources_in_subtree(request, subtree_root, subtree_root, previous, advantage))
         fits, remaining = tree.quantities_fit_in_quota(subtree_root, remaining)
         advantage = advantage or fits
         previous = subtree_root
     return hierarchical, priority
-
-
-def _ordered(candidates: list[_Candidate]) -> list[_Candidate]:
-    return sorted(candidates, key=lambda c: candidate_sort_key(c.workload))
 
 
 def _still_valid(snapshot: Snapshot, request: PreemptionRequest, candidate: _Candidate, borrowing: bool) -> bool:
@@ -238,15 +286,15 @@ def _under_nominal(request: PreemptionRequest) -> bool:
 
 def _classical_targets(snapshot: Snapshot, request: PreemptionRequest) -> list[Target]:
     team_spec = request.team.team
-    same: list[_Candidate] = []
-    if team_spec.preemption.within_team != WithinTeamPolicy.NEVER:
-        same = _team_candidates(snapshot, request, request.team, None, False)
-    hierarchical, priority = _cohort_candidates(snapshot, request)
-    groups = [_ordered(hierarchical), _ordered(priority), _ordered(same)]
-    candidates = [c for g in groups for c in g if c.workload.evicting] + [
-        c for g in groups for c in g if not c.workload.evicting
-    ]
-    if not candidates:
+    same = [_Source(request.team, None, False)] if team_spec.preemption.within_team != WithinTeamPolicy.NEVER else []
+    hierarchical_teams, priority_teams = _cohort_sources(snapshot, request)
+    groups = [hierarchical_teams, priority_teams, same]
+    # Already-evicting candidates of every group first, then the others, each group in candidate order.
+    evicting = [_Lazy(_candidates(snapshot, request, g, True)) for g in groups]
+    others = [_Lazy(_candidates(snapshot, request, g, False)) for g in groups]
+    hierarchical = bool(evicting[0]) or bool(others[0])
+    priority = bool(evicting[1]) or bool(others[1])
+    if not (hierarchical or priority or evicting[2] or others[2]):
         return []
     borrow_forbidden = team_spec.preemption.borrow_within_cohort.policy == BorrowPolicy.NEVER
     if (not hierarchical and not priority) or (borrow_forbidden and not _under_nominal(request)):
@@ -256,9 +304,24 @@ def _classical_targets(snapshot: Snapshot, request: PreemptionRequest) -> list[T
     else:
         attempts = [True, False]
 
+    # While the preemptor borrows, a non-hierarchical victim of another team must be one it may take while
+    # borrowing (RECLAIM_WHILE_BORROWING), which only its priority decides; skip the others of that group unread.
+    borrow = team_spec.preemption.borrow_within_cohort
+    if borrow_forbidden:
+        while_borrowing: list[Iterable[_Candidate]] = [(), ()]
+    else:
+        ceiling = request.preemptor.priority
+        if borrow.max_priority_threshold is not None:
+            ceiling = min(ceiling, borrow.max_priority_threshold + 1)
+        while_borrowing = [_Lazy(_candidates(snapshot, request, priority_teams, e, ceiling)) for e in (True, False)]
+    in_order: dict[bool, list[Iterable[_Candidate]]] = {
+        True: [evicting[0], while_borrowing[0], evicting[2], others[0], while_borrowing[1], others[2]],
+        False: [*evicting, *others],
+    }
+
     for borrowing in attempts:
         targets: list[Target] = []
-        for candidate in candidates:
+        for candidate in chain(*in_order[borrowing]):
             if not _still_valid(snapshot, request, candidate, borrowing):
                 continue
             snapshot.remove_workload(candidate.workload)
@@ -274,30 +337,67 @@ def _classical_targets(snapshot: Snapshot, request: PreemptionRequest) -> list[T
 # -- fair sharing -----------------------------------------------------------------------------------------------
 
 
-def _fair_candidates(snapshot: Snapshot, request: PreemptionRequest) -> list[Workload]:
-    preemptor, team = request.preemptor, request.team
+class _VictimQueue:
+    """One team's eligible victims in candidate order, each checked only when the search reaches it."""
+
+    def __init__(self, victims: Iterator[Workload]) -> None:
+        self._victims = victims
+        self._front: list[Workload] = []
+        """Victims already read (or put back), the head last."""
+
+    def head(self) -> Workload | None:
+        if not self._front:
+            victim = next(self._victims, None)
+            if victim is None:
+                return None
+            self._front.append(victim)
+        return self._front[-1]
+
+    def pop(self) -> Workload:
+        victim = self.head()
+        assert victim is not None, "pop from a team with no victims left"
+        return self._front.pop()
+
+
+def _eligible(
+    snapshot: Snapshot, request: PreemptionRequest, team: Node, policy: WithinTeamPolicy | ReclaimPolicy
+) -> Iterator[Workload]:
+    if policy in (WithinTeamPolicy.NEVER, ReclaimPolicy.NEVER):
+        return
+    running = snapshot.workloads[team.name]
+    ceiling = _priority_ceiling(policy, request.preemptor)
+    keys = running.candidate_order(evicting=True, below_priority=ceiling)
+    keys += running.candidate_order(evicting=False, below_priority=ceiling)
+    # The priority cut applies LowerPriority and Any needs nothing: only the equal-priority rule looks at each.
+    check_policy = policy == WithinTeamPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+    # When the team holds nothing but contested resources, every workload holding anything uses one of them.
+    only_contested = all(fr in request.contested for fr in team.usage)
+    for key in keys:
+        workload = running[key[3]]
+        if not workload.preemptible:
+            continue
+        if check_policy and not _allowed_by_policy(policy, request.preemptor, workload):
+            continue
+        if only_contested:
+            if snapshot.usage_of(workload):
+                yield workload
+        elif _uses_contested(snapshot, workload, request.contested):
+            yield workload
+
+
+def _fair_candidates(snapshot: Snapshot, request: PreemptionRequest) -> dict[str, _VictimQueue]:
+    """Per team that may give victims (the preemptor's own first), its victims in candidate order."""
+    team = request.team
     spec = team.team.preemption
-    found: list[Workload] = []
+    queues: dict[str, _VictimQueue] = {}
     if spec.within_team != WithinTeamPolicy.NEVER:
-        for workload in snapshot.workloads[team.name].values():
-            if (
-                workload.preemptible
-                and _allowed_by_policy(spec.within_team, preemptor, workload)
-                and _uses_contested(snapshot, workload, request.contested)
-            ):
-                found.append(workload)
+        queues[team.name] = _VictimQueue(_eligible(snapshot, request, team, spec.within_team))
     if team.parent is not None and spec.reclaim_within_cohort != ReclaimPolicy.NEVER:
         for other in team.root().subtree_teams():
             if other is team or not any(other.borrowing(fr) for fr in request.contested):
                 continue
-            for workload in snapshot.workloads[other.name].values():
-                if (
-                    workload.preemptible
-                    and _allowed_by_policy(spec.reclaim_within_cohort, preemptor, workload)
-                    and _uses_contested(snapshot, workload, request.contested)
-                ):
-                    found.append(workload)
-    return sorted(found, key=lambda w: (w.team != team.name, *candidate_sort_key(w)))
+            queues[other.name] = _VictimQueue(_eligible(snapshot, request, other, spec.reclaim_within_cohort))
+    return {name: queue for name, queue in queues.items() if queue.head() is not None}
 
 
 def _almost_lcas(preemptor_team: Node, target_team: Node) -> tuple[Node, Node]:
@@ -320,16 +420,16 @@ def _almost_lcas(preemptor_team: Node, target_team: Node) -> tuple[Node, Node]:
     return preemptor_side, target_side
 
 
+_UsageKey = tuple[tuple[FlavorResource, int], ...]
+
+
 class _FairSearch:
-    def __init__(self, snapshot: Snapshot, request: PreemptionRequest, candidates: list[Workload]) -> None:
+    def __init__(self, snapshot: Snapshot, request: PreemptionRequest, queues: dict[str, _VictimQueue]) -> None:
         self.snapshot = snapshot
         self.request = request
-        self.order = {w.name: index for index, w in enumerate(candidates)}
-        self.queues: dict[str, list[Workload]] = {}
-        for workload in candidates:
-            self.queues.setdefault(workload.team, []).append(workload)
+        self.queues = queues
         self.targets: list[Target] = []
-        self._shares_without: dict[tuple[str, str, tuple[tuple[FlavorResource, int], ...]], DominantShare] = {}
+        self._shares_without: dict[tuple[str, str, _UsageKey], DominantShare] = {}
         self._shares: dict[str, DominantShare] = {}
 
     def share(self, node: Node) -> DominantShare:
@@ -350,21 +450,29 @@ class _FairSearch:
         finally:
             tree.add_all(self.request.team, with_removed)
 
+    def head(self, team: str) -> Workload:
+        victim = self.queues[team].head()
+        assert victim is not None, "pick only chooses teams with a victim left"
+        return victim
+
     def take(self, workload: Workload, reason: PreemptionReason) -> bool:
         self._shares_without.clear()
         self._shares.clear()
-        self.queues[workload.team].remove(workload)
+        taken = self.queues[workload.team].pop()
+        assert taken is workload, "victims are taken from the head of their team's queue"
         self.snapshot.remove_workload(workload)
         self.targets.append(Target(workload, reason))
         return self.fits()
 
     def pick(self, teams: Iterable[str], include_preemptor: bool) -> str | None:
         """The team with the highest share; the preemptor's own team loses ties; then candidate order."""
-        best: tuple[tuple[int, Fraction], int, int] | None = None
+        best: tuple[tuple[int, Fraction], int] | None = None
+        best_head: CandidateKey | None = None
         chosen: str | None = None
         for name in teams:
             queue = self.queues.get(name)
-            if not queue:
+            victim = queue.head() if queue is not None else None
+            if victim is None:
                 continue
             node = self.snapshot.team(name)
             own = name == self.request.team.name
@@ -373,17 +481,22 @@ class _FairSearch:
             share = self.share(node)
             if not own and share.sort_key == (0, Fraction(0)):
                 continue  # not borrowing (or borrowing nothing anyone lends): nothing to reclaim here
-            key = (share.sort_key, 0 if own else 1, -self.order[queue[0].name])
-            if best is None or key > best:
-                best, chosen = key, name
+            key, head = (share.sort_key, 0 if own else 1), candidate_sort_key(victim)
+            # Equal keys can only be two other teams: the one whose next victim comes first in candidate order.
+            if best is None or key > best or (key == best and best_head is not None and head < best_head):
+                best, best_head, chosen = key, head, name
         return chosen
+
+    def usage_key(self, victim: Workload) -> _UsageKey:
+        items = tuple(self.snapshot.usage_of(victim).items())
+        return items if len(items) < 2 else tuple(sorted(items))
 
     def share_without(self, node: Node, victim: Workload) -> DominantShare:
         """`node`'s share if `victim` were gone (usage leaves through the victim's team, as lending limits say)."""
         usage = self.snapshot.usage_of(victim)
         # Until the next victim is taken nothing changes, and look-alike victims (the many one-GPU jobs of a
         # team) give the same answer: compute it once.
-        key = (node.name, victim.team, tuple(sorted(usage.items())))
+        key = (node.name, victim.team, self.usage_key(victim))
         cached = self._shares_without.get(key)
         if cached is not None:
             return cached
@@ -435,7 +548,7 @@ def _fair_search(search: _FairSearch) -> bool:
     if all(team.usage.get(fr, 0) <= team.subtree_quota.get(fr, 0) for fr in request.contested):
         # Within nominal even with the incoming workload: plain reclamation from the most unfair borrower.
         while (name := search.pick(list(search.queues), include_preemptor=False)) is not None:
-            if search.take(search.queues[name][0], PreemptionReason.COHORT_RECLAMATION):
+            if search.take(search.head(name), PreemptionReason.COHORT_RECLAMATION):
                 return True
         return False
 
@@ -443,31 +556,37 @@ def _fair_search(search: _FairSearch) -> bool:
     retry: list[Workload] = []
     while (name := search.pick(list(search.queues), include_preemptor=True)) is not None:
         if name == team.name:
-            if search.take(search.queues[name][0], PreemptionReason.WITHIN_TEAM):
+            if search.take(search.head(name), PreemptionReason.WITHIN_TEAM):
                 return True
             continue
         mine, old, target_node = search.shares_against(name)
-        while search.queues[name]:
-            victim = search.queues[name].pop(0)
-            if strategies[0](mine, old, search.share_without(target_node, victim)):
-                search.queues[name].insert(0, victim)
+        queue = search.queues[name]
+        # Until a victim is taken nothing moves, so look-alike victims (a team's many one-GPU jobs) get one answer.
+        verdicts: dict[_UsageKey, bool] = {}
+        while (victim := queue.head()) is not None:
+            usage_key = search.usage_key(victim)
+            passes = verdicts.get(usage_key)
+            if passes is None:
+                passes = verdicts[usage_key] = strategies[0](mine, old, search.share_without(target_node, victim))
+            if passes:
                 if search.take(victim, PreemptionReason.COHORT_FAIR_SHARING):
                     return True
                 break
-            retry.append(victim)
+            retry.append(queue.pop())
     if len(strategies) < 2:
         return False
 
     second = strategies[1]
-    search.queues = {}
+    by_team: dict[str, list[Workload]] = {}
     for victim in retry:
-        search.queues.setdefault(victim.team, []).append(victim)
+        by_team.setdefault(victim.team, []).append(victim)
+    search.queues = {name: _VictimQueue(iter(victims)) for name, victims in by_team.items()}
     while (name := search.pick(list(search.queues), include_preemptor=False)) is not None:
         mine, old, target_node = search.shares_against(name)
-        victim = search.queues[name][0]
+        victim = search.head(name)
         if second(mine, old, search.share_without(target_node, victim)) and search.take(
             victim, PreemptionReason.COHORT_FAIR_SHARING
         ):
             return True
-        search.queues[name] = []  # at most one victim per team in the second pass
+        del search.queues[name]  # at most one victim per team in the second pass
     return False

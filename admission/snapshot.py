@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from fractions import Fraction
 
+from admission.running import RunningWorkloads
 from admission.workload import FlavorResource, Workload
 from quota.config import QuotaConfig
 from quota.tree import Node, QuotaTree
@@ -27,7 +28,7 @@ class Snapshot:
         self.tree = tree
         self.fair_sharing = config.fair_sharing.enabled
         self.factors: Mapping[str, Fraction] = factors or {}
-        self.workloads: dict[str, dict[str, Workload]] = {name: {} for name in tree.teams}
+        self.workloads: dict[str, RunningWorkloads] = {name: RunningWorkloads() for name in tree.teams}
         self._usage: dict[str, dict[FlavorResource, int]] = {}
         for workload in admitted:
             self.add_workload(workload)
@@ -49,7 +50,7 @@ class Snapshot:
         cls,
         config: QuotaConfig,
         tree: QuotaTree,
-        by_team: Mapping[str, Mapping[str, Workload]],
+        by_team: Mapping[str, RunningWorkloads],
         usage: Mapping[str, dict[FlavorResource, int]],
         factors: Mapping[str, Fraction] | None = None,
     ) -> Snapshot:
@@ -60,8 +61,7 @@ class Snapshot:
         cycle does change for good (admissions are charged to it), is copied.
         """
         snapshot = cls(config, tree.copy(), (), factors)
-        for team, workloads in by_team.items():
-            snapshot.workloads[team] = workloads  # type: ignore[assignment]
+        snapshot.workloads.update(by_team)
         snapshot._usage = usage  # type: ignore[assignment]
         return snapshot
 

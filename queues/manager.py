@@ -12,6 +12,7 @@ from enum import StrEnum
 from fractions import Fraction
 
 from admission.cycle import CycleResult, Verdict, run_cycle
+from admission.running import RunningWorkloads
 from admission.snapshot import Snapshot
 from admission.workload import Admission, FlavorResource, PreemptionReason, Workload
 from queues.pending import TeamQueue
@@ -64,7 +65,7 @@ class QueueManager:
         self.cycles = 0
         # Running work and its usage, kept current so a snapshot is a copy rather than a recount.
         self.live = self.tree.copy()
-        self.running_by_team: dict[str, dict[str, Workload]] = {t.name: {} for t in config.teams}
+        self.running_by_team: dict[str, RunningWorkloads] = {t.name: RunningWorkloads() for t in config.teams}
         self.usage: dict[str, dict[FlavorResource, int]] = {}
 
     # -- intake -------------------------------------------------------------------------------------------------
@@ -265,7 +266,7 @@ class QueueManager:
         self.queues = queues
         self.blocked.clear()
         self.live = self.tree.copy()
-        by_team: dict[str, dict[str, Workload]] = {t.name: {} for t in config.teams}
+        by_team: dict[str, RunningWorkloads] = {t.name: RunningWorkloads() for t in config.teams}
         for team, running in self.running_by_team.items():
             if team not in by_team:
                 continue  # reload refuses to drop a team with live work, so this one is empty

@@ -1,0 +1,102 @@
+"""One team's running workloads, kept in the order preemption considers them as victims.
+
+Every preemption search walks the running work of some teams from the most to the least expendable. With
+thousands of jobs running and a search for every head that needs room, classifying and sorting all of them per
+search was the largest cost of a busy cycle; searches mostly stop after a few victims. So each team's running work
+keeps its candidate order as workloads start, change and stop (a bisect per change, built only once a search first
+asks for it), and searches read it lazily from the front.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, MutableMapping, ValuesView
+
+from admission.workload import Workload
+
+CandidateKey = tuple[bool, int, int, str]
+"""(not evicting, priority, −admitted at, name): smaller keys are taken first."""
+
+_LOWEST = -(2**63)
+
+
+def candidate_sort_key(workload: Workload) -> CandidateKey:
+    """Already-evicting first, then lower priority, then most recently admitted, then name."""
+    admitted_at = workload.admission.admitted_at if workload.admission is not None else 0
+    return (not workload.evicting, workload.priority, -admitted_at, workload.name)
+
+
+class RunningWorkloads(MutableMapping[str, Workload]):
+    """Name → workload (names are the workloads' own), with the candidate order maintained alongside."""
+
+    __slots__ = ("_by_name", "_order")
+
+    def __init__(self, workloads: Iterable[Workload] = ()) -> None:
+        self._by_name: dict[str, Workload] = {}
+        self._order: list[CandidateKey] | None = None
+        for workload in workloads:
+            self[workload.name] = workload
+
+    def __getitem__(self, name: str) -> Workload:
+        return self._by_name[name]
+
+    def __setitem__(self, name: str, workload: Workload) -> None:
+        old = self._by_name.get(name)
+        self._by_name[name] = workload
+        if self._order is not None:
+            if old is not None:
+                self._discard(candidate_sort_key(old))
+            insort(self._order, candidate_sort_key(workload))
+
+    def __delitem__(self, name: str) -> None:
+        workload = self._by_name.pop(name)
+        if self._order is not None:
+            self._discard(candidate_sort_key(workload))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def get(self, name: str, default: Workload | None = None) -> Workload | None:  # type: ignore[override]
+        return self._by_name.get(name, default)
+
+    def keys(self) -> KeysView[str]:
+        return self._by_name.keys()
+
+    def values(self) -> ValuesView[Workload]:
+        return self._by_name.values()
+
+    def items(self) -> ItemsView[str, Workload]:
+        return self._by_name.items()
+
+    def __repr__(self) -> str:
+        return f"RunningWorkloads({list(self._by_name)!r})"
+
+    def candidate_order(self, *, evicting: bool, below_priority: int | None = None) -> list[CandidateKey]:
+        """Keys of the workloads that are (or are not) evicting, in candidate order, as a copy.
+
+        `below_priority` keeps only workloads of a lower priority (the order is by priority within each part).
+        A copy, so that a search may remove and restore workloads while it walks it.
+        """
+        order = self._ordered()
+        start = 0 if evicting else bisect_left(order, (True, _LOWEST, _LOWEST, ""))
+        end = bisect_left(order, (True, _LOWEST, _LOWEST, "")) if evicting else len(order)
+        if below_priority is not None:
+            end = bisect_left(order, (not evicting, below_priority, _LOWEST, ""), start, end)
+        return order[start:end]
+
+    def _ordered(self) -> list[CandidateKey]:
+        if self._order is None:
+            self._order = sorted(candidate_sort_key(w) for w in self._by_name.values())
+        return self._order
+
+    def _discard(self, key: CandidateKey) -> None:
+        assert self._order is not None
+        index = bisect_left(self._order, key)
+        # The key is always there: it was inserted with the workload it was computed from.
+        del self._order[index]
