@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Context, Decimal, localcontext
 from fractions import Fraction
+from functools import lru_cache
 
 from quota.config import QuotaConfig
 
@@ -86,6 +87,13 @@ def normalised_shares(config: QuotaConfig) -> dict[str, Decimal]:
 
         descend(None, Decimal(1))
         return shares
+
+
+@lru_cache(maxsize=8192)
+def _decay(elapsed_ms: int, half_life_ms: int) -> Decimal:
+    """2^(−elapsed/h). Cached: events land on whole seconds, so the same few gaps recur all the time."""
+    with localcontext(Context(prec=PRECISION)):
+        return (-(Decimal(elapsed_ms) / Decimal(half_life_ms)) * _LN2).exp()
 
 
 class CreditBook:
@@ -180,8 +188,7 @@ class CreditBook:
 
     def _decay(self, elapsed_ms: int) -> Decimal:
         """2^(−elapsed/h)."""
-        with localcontext(Context(prec=PRECISION)):
-            return (-(Decimal(elapsed_ms) / Decimal(self.half_life_ms)) * _LN2).exp()
+        return _decay(elapsed_ms, self.half_life_ms)
 
     def _advance(self, team: str, at_ms: int) -> None:
         """Bring a team's accumulator to `at_ms` (an earlier time leaves it where it is)."""
