@@ -137,6 +137,7 @@ class Observer:
     pending: int = 0
     errors: list[str] = field(default_factory=list)
     create_failures: int = 0
+    create_latency: list[float] = field(default_factory=list)  # seconds from sending a create to its answer
 
     def now(self) -> float:
         return time.monotonic() - self.start
@@ -252,11 +253,13 @@ async def submit_all(batch: Any, jobs: list[PerfJob], observer: Observer, in_fli
             namespace = job.workload.name.partition("/")[0]
             body = job_body(job)
             for attempt in range(3):
+                sent = time.monotonic()
                 response = await batch.create_namespaced_job(namespace, body, _preload_content=False)
                 try:
                     text = await response.read()
                 finally:
                     response.release()
+                observer.create_latency.append(time.monotonic() - sent)
                 if response.status in (201, 409):
                     return
                 if attempt == 2 or response.status < 500:
@@ -487,7 +490,12 @@ def report(result: Result, args: argparse.Namespace) -> None:
     )
     lags = [t.created - t.scheduled for t in tracks if t.created is not None]
     if lags:
-        print(f"submission lag       mean {statistics.fmean(lags):.2f} s, max {max(lags):.2f} s behind schedule")
+        latency = sorted(observer.create_latency) or [0.0]
+        print(
+            f"submission lag       mean {statistics.fmean(lags):.2f} s, max {max(lags):.2f} s behind schedule;"
+            f" a create takes {statistics.fmean(latency) * 1000:.0f} ms on average,"
+            f" p99 {latency[int(0.99 * (len(latency) - 1))] * 1000:.0f} ms ({args.in_flight} at most in flight)"
+        )
     limits = ranges["wlClassesMaxAvgTimeToAdmissionMs"]
     waits: dict[str, list[float]] = defaultdict(list)
     for t in admitted:
@@ -533,6 +541,12 @@ def report(result: Result, args: argparse.Namespace) -> None:
             f"  {name:<10} {seconds:8.1f} s  {seconds / jobs * 1000:6.2f} ms/Job   busy {mean * 100:4.0f} %,"
             f" peak {peak * 100:4.0f} %   ({role})"
         )
+    timeline = "  ".join(
+        f"{t:.0f}s:" + "/".join(f"{cpu.samples[n][i] * 100:.0f}" for n in roles)
+        for i, t in enumerate(cpu.stamps)
+        if i % 5 == 4
+    )
+    print(f"  busy % apiserver/kuota/client every 10 s: {timeline}")
     total = sum(cpu.total.values())
     print(
         f"  all        {total:8.1f} s  {total / jobs * 1000:6.2f} ms/Job   {total / span / 2 * 100:4.0f} % of the"
