@@ -149,13 +149,12 @@ def _oracle(
 def _process(snapshot: Snapshot, entry: Entry, preempted: dict[str, Workload]) -> Decision:
     workload, team, assignment = entry.workload, entry.team, entry.assignment
     mode = assignment.mode
-    tree = snapshot.tree
     if mode is Mode.NO_FIT:
         return Decision(workload, Verdict.NO_FIT, assignment, message=assignment.message() or "does not fit")
 
     if mode is Mode.PREEMPT and not entry.targets:
         if team.team.preemption.reclaim_within_cohort is not ReclaimPolicy.ANY:
-            tree.add_all(team, _reserved(team, assignment))
+            snapshot.charge(team, _reserved(team, assignment))
         return Decision(
             workload,
             Verdict.NO_CANDIDATES,
@@ -172,7 +171,7 @@ def _process(snapshot: Snapshot, entry: Entry, preempted: dict[str, Workload]) -
         )
     for target in entry.targets:
         preempted[target.workload.name] = target.workload
-    tree.add_all(team, assignment.usage)
+    snapshot.charge(team, assignment.usage)
     if mode is Mode.PREEMPT:
         return Decision(
             workload, Verdict.PREEMPTING, assignment, list(entry.targets), message=_waiting(len(entry.targets))
@@ -199,7 +198,7 @@ def _rejudge(snapshot: Snapshot, entry: Entry, preempted: dict[str, Workload]) -
         )
     for target in targets:
         preempted[target.workload.name] = target.workload
-    tree.add_all(team, assignment.usage)
+    snapshot.charge(team, assignment.usage)
     message = _waiting(len(targets)) if targets else "waiting for preemptions issued for other workloads"
     return Decision(workload, Verdict.PREEMPTING, assignment, targets, message=message)
 

@@ -30,6 +30,7 @@ class Snapshot:
         self.factors: Mapping[str, Fraction] = factors or {}
         self.workloads: dict[str, RunningWorkloads] = {name: RunningWorkloads() for name in tree.teams}
         self._usage: dict[str, dict[FlavorResource, int]] = {}
+        self._charges: list[tuple[Node, Mapping[FlavorResource, int]]] | None = None
         for workload in admitted:
             self.add_workload(workload)
 
@@ -53,17 +54,40 @@ class Snapshot:
         by_team: Mapping[str, RunningWorkloads],
         usage: Mapping[str, dict[FlavorResource, int]],
         factors: Mapping[str, Fraction] | None = None,
+        *,
+        share_tree: bool = False,
     ) -> Snapshot:
         """A snapshot from state kept up to date incrementally: `tree` already carries the usage of `by_team`.
 
         The workload maps are shared, not copied: a cycle only ever removes a workload to restore it before it
         returns (preemption searches, `without`), so they are the same when the cycle ends. The tree, which the
-        cycle does change for good (admissions are charged to it), is copied.
+        cycle does change for good (`charge`), is copied, or with `share_tree` used as it is with every charge
+        logged, for `release()` to take back once the cycle is over (copying it was a tenth of a busy cycle).
         """
-        snapshot = cls(config, tree.copy(), (), factors)
-        snapshot.workloads.update(by_team)
+        snapshot = cls.__new__(cls)
+        snapshot.config = config
+        snapshot.tree = tree if share_tree else tree.copy()
+        snapshot.fair_sharing = config.fair_sharing.enabled
+        snapshot.factors = factors or {}
+        snapshot.workloads = dict(by_team)
         snapshot._usage = usage  # type: ignore[assignment]
+        snapshot._charges = [] if share_tree else None
         return snapshot
+
+    def charge(self, team: Node, usage: Mapping[FlavorResource, int]) -> None:
+        """Charge `usage` to `team` for the rest of the cycle (an admission, a reservation)."""
+        self.tree.add_all(team, usage)
+        if self._charges is not None:
+            self._charges.append((team, usage))
+
+    def release(self) -> None:
+        """Take back every charge made to a shared tree, which is then as it was before the cycle."""
+        if self._charges is None:
+            return
+        # Usage above a lending limit moves up the tree as a function of the team's total, so order is free.
+        while self._charges:
+            team, usage = self._charges.pop()
+            self.tree.remove_all(team, usage)
 
     def team(self, name: str) -> Node:
         return self.tree.teams[name]
@@ -79,7 +103,9 @@ class Snapshot:
         self.tree.add_all(self.tree.teams[workload.team], usage)
 
     def remove_workload(self, workload: Workload) -> None:
-        usage = self._usage.get(workload.name, workload.usage())
+        usage = self._usage.get(workload.name)
+        if usage is None:
+            usage = workload.usage()
         del self.workloads[workload.team][workload.name]
         self.tree.remove_all(self.tree.teams[workload.team], usage)
 

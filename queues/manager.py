@@ -130,7 +130,17 @@ class QueueManager:
     def schedule(self, now: int, factors: Mapping[str, Fraction] | None = None) -> CycleResult:
         """Run one cycle over the current heads and apply its decisions at time `now`."""
         heads = self.heads()
-        result = run_cycle(self.snapshot(factors), heads) if heads else CycleResult()
+        if heads:
+            # The cycle runs on the live tree: what it charges is taken back, and `apply` charges what stays.
+            snapshot = Snapshot.of_running(
+                self.config, self.live, self.running_by_team, self.usage, factors, share_tree=True
+            )
+            try:
+                result = run_cycle(snapshot, heads)
+            finally:
+                snapshot.release()
+        else:
+            result = CycleResult()
         self.apply(result, now)
         return result
 

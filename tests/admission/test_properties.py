@@ -43,6 +43,16 @@ def assert_within_limits(config: QuotaConfig, running: list[Workload]) -> None:
                 assert tree.available(node, fr) >= 0, f"{node} is over-admitted on {fr}"
 
 
+def assert_live_tree_is_a_recount(config: QuotaConfig, manager: QueueManager) -> None:
+    """Cycles run on the manager's live tree and take back what they charge: it must equal a recount."""
+    recount = QuotaTree.from_config(config)
+    for workload in manager.running():
+        recount.add_all(recount.teams[workload.team], workload.usage())
+    live = {node.name: {fr: v for fr, v in node.usage.items() if v} for node in manager.live.nodes()}
+    fresh = {node.name: {fr: v for fr, v in node.usage.items() if v} for node in recount.nodes()}
+    assert live == fresh
+
+
 def drive(config: QuotaConfig, pending: list[Workload], cycles: int) -> QueueManager:
     manager = QueueManager(config)
     for workload in pending:
@@ -50,6 +60,7 @@ def drive(config: QuotaConfig, pending: list[Workload], cycles: int) -> QueueMan
     for now in range(cycles):
         manager.schedule(1000 + now)
         assert_within_limits(config, manager.running())
+        assert_live_tree_is_a_recount(config, manager)
         for name, state in list(manager.state.items()):
             if state is State.EVICTING:
                 manager.complete_eviction(name)
