@@ -211,6 +211,10 @@ class Controller:
                 track.eligible_at = 0
                 self.dirty = True
 
+    def next_due(self) -> int | None:
+        """When `tick` next has something to do (None: nothing is waiting)."""
+        return self._due[0][0] if self._due else None
+
     def _remind(self, at: int, kind: int, name: str) -> None:
         heapq.heappush(self._due, (at, kind, name))
         self.timers.call_at(at)

@@ -86,6 +86,10 @@ class ControllerLoop:
         if self.timers.next_at is not None and self.timers.next_at <= now:
             self.timers.next_at = None
         self.controller.tick(now)
+        # The timers keep only the earliest wake-up: once it has fired, arm the next deadline or backoff end.
+        due = self.controller.next_due()
+        if due is not None:
+            self.timers.call_at(due)
         self.controller.paused = bool(self.backpressure and self.backpressure())
         ran = 0
         if not self.active:
