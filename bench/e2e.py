@@ -437,7 +437,7 @@ def run(mix: PerfMix, tmp: Path, args: argparse.Namespace) -> Result:
     rig = Rig(tmp)
     try:
         rig.start_apiserver(["kuota-system", *teams], history=args.history)
-        rig.start_kuota(quota, kube_qps=args.kube_qps, kube_burst=args.kube_burst)
+        rig.start_kuota(quota, kube_qps=args.kube_qps, kube_burst=args.kube_burst, requeue_backoff=args.requeue_backoff)
         print(
             f"API server pid {rig.child('apiserver').pid} at {rig.url}; kuota serve pid {rig.child('kuota').pid};"
             f" client pid {os.getpid()}",
@@ -596,6 +596,11 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=64, help="concurrent create requests at most")
     parser.add_argument("--kube-qps", type=float, default=KUBE_QPS, help="kuota serve --kube-qps")
     parser.add_argument("--kube-burst", type=int, default=KUBE_BURST, help="kuota serve --kube-burst")
+    parser.add_argument(
+        "--requeue-backoff",
+        default="1s",
+        help="kuota serve --requeue-backoff (Kueue's harness requeues at once; 1 s as in bench/kueue_mix_sim.py)",
+    )
     parser.add_argument("--history", type=int, default=50_000, help="writes the fake API server keeps for watches")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy every process; raw stacks go here")
     parser.add_argument("--profile-at", type=float, default=10.0, help="seconds into the run the profiles start")

@@ -136,7 +136,9 @@ class Rig:
         self.url = line.split(" ", 1)[1]
         self.certs = (cert, key)
 
-    def start_kuota(self, quota: Path, *, kube_qps: float, kube_burst: int, timeout_s: float = 60) -> None:
+    def start_kuota(
+        self, quota: Path, *, kube_qps: float, kube_burst: int, requeue_backoff: str = "10s", timeout_s: float = 60
+    ) -> None:
         cert, key = self.certs
         executable = Path(sys.executable).with_name("kuota")
         command = [str(executable)] if executable.exists() else [sys.executable, "-m", "kuota.cli"]
@@ -163,6 +165,8 @@ class Rig:
             str(kube_qps),
             "--kube-burst",
             str(kube_burst),
+            "--requeue-backoff",
+            requeue_backoff,
         ]
         child = _spawn("kuota", argv, self.workdir / "kuota.log")
         self.children.append(child)

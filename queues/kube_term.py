@@ -20,7 +20,7 @@ from accounting.ledger import Ledger
 from accounting.recovery import close_orphaned_intervals, last_activity
 from admission.job import job_annotations
 from admission.labels import ADMITTED_FLAVOR
-from queues.controller import Controller, Tracking
+from queues.controller import BACKOFF_BASE_MS, Controller, Tracking
 from queues.journal import Journals
 from queues.kube import KubeCluster, epoch_ms, finished_at, finished_condition, is_suspended, job_key
 from queues.kube_api import KubeApi
@@ -48,7 +48,10 @@ class LeaderTerm:
         clock: Callable[[], int] = wall_clock_ms,
         coalesce_s: float = 0.02,
         extra_journals: Sequence[object] = (),
+        backoff_base_ms: int = BACKOFF_BASE_MS,
     ) -> None:
+        self.backoff_base_ms = backoff_base_ms
+        """First requeue backoff after an eviction (it doubles with each one)."""
         self.extra_journals = list(extra_journals)
         """More listeners for every step (metrics), given by the composition root."""
         self.api = api
@@ -84,7 +87,7 @@ class LeaderTerm:
             journals.append(EventJournal(self.recorder))
         journals.extend(self.extra_journals)
         timers = LoopTimers()
-        controller = Controller(self.config, cluster, timers, Journals(*journals))
+        controller = Controller(self.config, cluster, timers, Journals(*journals), backoff_base_ms=self.backoff_base_ms)
         if self.ledger is not None:
             await self._load_credits(controller, set(running))
         for name, attempt in attempts.items():

@@ -26,6 +26,7 @@ import typer
 from kuota.components import StartError
 from kuota.runtime import Runtime
 from quota.config import QuotaConfig
+from quota.duration import parse_duration_ms
 from quota.loader import ConfigError
 from webhooks.app import make_app
 from webhooks.server import DEFAULT_PORT, WebhookServer
@@ -50,6 +51,7 @@ class ServeOptions:
     config_map: str | None = None
     kube_qps: float = 50.0
     kube_burst: int = 100
+    requeue_backoff_ms: int = 10_000
     admin_host: str = "0.0.0.0"
     admin_port: int = 8080
     admin_token_file: Path | None = None
@@ -148,6 +150,13 @@ def serve(
     ] = None,
     kube_qps: Annotated[float, typer.Option("--kube-qps", min=0.1)] = 50.0,
     kube_burst: Annotated[int, typer.Option("--kube-burst", min=1)] = 100,
+    requeue_backoff: Annotated[
+        str,
+        typer.Option(
+            "--requeue-backoff",
+            help="First wait before a preempted Job may be admitted again; doubles with each eviction, up to 10 min.",
+        ),
+    ] = "10s",
     admin_host: Annotated[str, typer.Option("--admin-host")] = "0.0.0.0",
     admin_port: Annotated[int, typer.Option("--admin-port", min=0, max=65535)] = 8080,
     admin_tokens: Annotated[Path | None, typer.Option("--admin-tokens", help="Bearer tokens and roles.")] = None,
@@ -156,11 +165,16 @@ def serve(
 ) -> None:
     """Run kuota's components until SIGTERM or SIGINT, then finish what is in flight and exit."""
     names = _select(components)
+    try:
+        backoff_ms = parse_duration_ms(requeue_backoff)
+    except ValueError as exc:
+        _fail(f"--requeue-backoff: {exc}")
     options = ServeOptions(
         config, tls_cert, tls_key, webhook_host, webhook_port, service_account_username,
         cluster=cluster, kubeconfig=kubeconfig, database_url=database_url, lease_name=lease_name,
         lease_namespace=lease_namespace, lease_duration=lease_duration, config_map=config_map,
-        kube_qps=kube_qps, kube_burst=kube_burst, admin_host=admin_host, admin_port=admin_port,
+        kube_qps=kube_qps, kube_burst=kube_burst, requeue_backoff_ms=backoff_ms, admin_host=admin_host,
+        admin_port=admin_port,
         admin_token_file=admin_tokens, admin_tls_cert=admin_tls_cert, admin_tls_key=admin_tls_key,
     )  # fmt: skip
     try:

@@ -54,6 +54,7 @@ class ControllerOptions(Protocol):
     config_map: str | None
     kube_qps: float
     kube_burst: int
+    requeue_backoff_ms: int
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,12 @@ class ControllerComponent:
             delay = 0.2
             while self.elector.leader and self.term is None:
                 term = LeaderTerm(
-                    self.api, self.runtime.config, self.ledger, instance=self.identity, extra_journals=_metrics()
+                    self.api,
+                    self.runtime.config,
+                    self.ledger,
+                    instance=self.identity,
+                    extra_journals=_metrics(),
+                    backoff_base_ms=self.options.requeue_backoff_ms,
                 )
                 try:
                     await term.start()
@@ -310,7 +316,7 @@ class ControllerComponent:
     async def _start_sim(self) -> None:
         from kuota.components.sim import RealTimeSimulation
 
-        sim = RealTimeSimulation(self.runtime)
+        sim = RealTimeSimulation(self.runtime, backoff_base_ms=self.options.requeue_backoff_ms)
         self.sim = sim
         await sim.start()
         self.runtime.leader = True

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from admission.workload import PodSet, Workload
 from kuota.runtime import Runtime
-from queues.controller import Controller
+from queues.controller import BACKOFF_BASE_MS, Controller
 from queues.journal import Journals
 from queues.ledger_journal import LedgerJournal
 from queues.loop import ControllerLoop, LoopTimers, wall_clock_ms
@@ -79,8 +79,9 @@ class RealTimeSimCluster:
 
 
 class RealTimeSimulation:
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, *, backoff_base_ms: int = BACKOFF_BASE_MS) -> None:
         self.runtime = runtime
+        self.backoff_base_ms = backoff_base_ms
         self.cluster = RealTimeSimCluster()
         self._feeder: asyncio.Task[None] | None = None
 
@@ -88,7 +89,9 @@ class RealTimeSimulation:
         timers = LoopTimers()
         ledger = self.runtime.ledger
         journal = Journals(LedgerJournal(ledger)) if ledger is not None else None
-        controller = Controller(self.runtime.config, self.cluster, timers, journal)
+        controller = Controller(
+            self.runtime.config, self.cluster, timers, journal, backoff_base_ms=self.backoff_base_ms
+        )
         loop = ControllerLoop(controller, timers, backpressure=(lambda: ledger.full) if ledger is not None else None)
         self.cluster.controller, self.cluster.loop = controller, loop
         self.runtime.controller, self.runtime.loop = controller, loop

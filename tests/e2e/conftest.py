@@ -43,6 +43,7 @@ class Options:
     config_map: str | None = None
     kube_qps: float = 200.0
     kube_burst: int = 400
+    requeue_backoff_ms: int = 10_000
 
 
 @dataclass
