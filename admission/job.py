@@ -304,14 +304,29 @@ def priority_class_for(
 _QUANTITY_TYPES = (str, int, float)
 
 
-@lru_cache(maxsize=4096)
+_CACHED_TEXT_MAX = 256
+"""Longer strings are read every time: caches of what users send must not hold megabytes of it."""
+
+
 def _milli(raw: str | int | float) -> int | None:
-    """A quantity's milli-units, None when it is not one or is negative. Cached: the same few strings recur."""
+    """A quantity's milli-units, None when it is not one or is negative."""
+    if type(raw) is str and len(raw) > _CACHED_TEXT_MAX:
+        return _read_milli(raw)
+    return _cached_milli(raw)
+
+
+def _read_milli(raw: str | int | float) -> int | None:
     try:
         milli = parse_quantity(raw)
     except (QuantityError, ValueError, OverflowError):
         return None
     return milli if milli >= 0 else None
+
+
+@lru_cache(maxsize=4096)
+def _cached_milli(raw: str | int | float) -> int | None:
+    """Cached: the same few quantity strings recur in every Job."""
+    return _read_milli(raw)
 
 
 def _quantity(raw: Any, path: str, problems: list[JobProblem]) -> int | None:
@@ -536,8 +551,16 @@ def _min_count(annotations: Mapping[str, Any], count: int, problems: list[JobPro
     return None
 
 
-@lru_cache(maxsize=1024)
 def _is_http_url(text: str) -> bool:
+    return _read_is_http_url(text) if len(text) > _CACHED_TEXT_MAX else _cached_is_http_url(text)
+
+
+@lru_cache(maxsize=1024)
+def _cached_is_http_url(text: str) -> bool:
+    return _read_is_http_url(text)
+
+
+def _read_is_http_url(text: str) -> bool:
     try:
         parts = urlsplit(text.strip())
         return parts.scheme in ("http", "https") and bool(parts.hostname)
@@ -661,9 +684,18 @@ def _created_at(metadata: Mapping[str, Any]) -> int:
     return _epoch_ms(raw) if isinstance(raw, str) else 0
 
 
-@lru_cache(maxsize=256)
 def _epoch_ms(raw: str) -> int:
-    """RFC 3339 to Unix milliseconds, 0 when unreadable. Cached: Jobs created together share the second."""
+    """RFC 3339 to Unix milliseconds, 0 when unreadable."""
+    return _read_epoch_ms(raw) if len(raw) > _CACHED_TEXT_MAX else _cached_epoch_ms(raw)
+
+
+@lru_cache(maxsize=256)
+def _cached_epoch_ms(raw: str) -> int:
+    """Cached: Jobs created together share the second."""
+    return _read_epoch_ms(raw)
+
+
+def _read_epoch_ms(raw: str) -> int:
     try:
         moment = datetime.fromisoformat(raw)
     except ValueError:

@@ -1,0 +1,33 @@
+"""Reading a Job caches the short strings every Job repeats, never long ones: a body of up to 8 MiB must not be
+able to pin megabytes of itself in memory through those caches."""
+
+from __future__ import annotations
+
+from admission import job
+
+
+def test_long_quantities_urls_and_timestamps_are_read_but_not_cached() -> None:
+    long_quantity = "0" * 100_000 + "2"
+    long_url = "http://example.org/" + "a" * 100_000
+    long_time = "2026-03-01T08:00:00" + "0" * 100_000
+    before = (
+        job._cached_milli.cache_info().currsize,
+        job._cached_is_http_url.cache_info().currsize,
+        job._cached_epoch_ms.cache_info().currsize,
+    )
+    assert job._milli(long_quantity) == 2000
+    assert job._is_http_url(long_url)
+    assert job._epoch_ms(long_time) == 0
+    after = (
+        job._cached_milli.cache_info().currsize,
+        job._cached_is_http_url.cache_info().currsize,
+        job._cached_epoch_ms.cache_info().currsize,
+    )
+    assert after == before
+
+
+def test_short_ones_are_cached() -> None:
+    job._cached_milli.cache_clear()
+    assert job._milli("4Gi") == 4 * 1024**3 * 1000
+    assert job._milli("4Gi") == 4 * 1024**3 * 1000
+    assert job._cached_milli.cache_info().hits == 1
