@@ -181,11 +181,17 @@ class KubeApi:
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
 
-    async def call(self, what: str, fn: Callable[[], Awaitable[T]], *, attempts: int | None = None) -> T:
-        """Run `fn` under the rate limit, retrying what a retry can fix; other errors propagate at once."""
+    async def call(
+        self, what: str, fn: Callable[[], Awaitable[T]], *, attempts: int | None = None, limited: bool = True
+    ) -> T:
+        """Run `fn` under the rate limit, retrying what a retry can fix; other errors propagate at once.
+
+        `limited=False` for calls budgeted elsewhere (Events), so that they never hold up admissions.
+        """
         limit = attempts or self.max_attempts
         for attempt in range(1, limit + 1):
-            await self.bucket.take()
+            if limited:
+                await self.bucket.take()
             try:
                 return await fn()
             except Exception as exc:
@@ -260,4 +266,5 @@ class KubeApi:
             "create event",
             lambda: self._json(self.core.create_namespaced_event(namespace, body, _preload_content=False)),
             attempts=3,
+            limited=False,
         )

@@ -2,7 +2,10 @@
 
 `kubectl describe job` is where people look first, so queueing, admission, preemption (and by whom), the
 checkpoint handshake and requeues show up there. Events are best effort: each one is a scheduled task, a token
-bucket per Job stops a Job that flaps from flooding the API server, and a failure is logged and dropped.
+bucket per Job stops a Job that flaps from flooding the API server, a budget for all of them keeps a burst of
+thousands of submissions from sending thousands of Events a second (the rest are counted and dropped, as
+client-go's recorder drops what its queue cannot hold), and a failure is logged and dropped. Events do not
+take from the client's request budget: admissions and evictions never wait behind them.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ COMPONENT = "kuota"
 PER_JOB_BURST = 10
 PER_JOB_RATE = 0.2
 """One Event every five seconds per Job once its burst is spent."""
+EVENTS_BURST = 200
+EVENTS_RATE = 50.0
+"""Events a second for all Jobs together once the burst is spent."""
 
 
 def rfc3339(ms: int) -> str:
@@ -41,8 +47,10 @@ class EventRecorder:
         instance: str = "kuota",
         burst: int = PER_JOB_BURST,
         rate: float = PER_JOB_RATE,
+        budget: TokenBucket | None = None,
     ) -> None:
         self.api = api
+        self.budget = budget if budget is not None else TokenBucket(EVENTS_RATE, EVENTS_BURST)
         self.uid_of = uid_of
         self.instance = instance
         self.burst = burst
@@ -57,7 +65,7 @@ class EventRecorder:
         bucket = self._buckets.get(workload)
         if bucket is None:
             bucket = self._buckets[workload] = TokenBucket(self.rate, self.burst)
-        if not bucket.try_take():
+        if not bucket.try_take() or not self.budget.try_take():
             self.dropped += 1
             return
         namespace, _, name = workload.partition("/")
