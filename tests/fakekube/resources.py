@@ -100,6 +100,8 @@ class ResourceType:
     to_wire: Converter = _identity
     from_wire: Converter = _identity
     extra_field_labels: frozenset[str] = field(default_factory=frozenset)
+    # Served from a CustomResourceDefinition rather than built into the apiserver.
+    custom: bool = False
 
     @property
     def api_version(self) -> str:
@@ -213,16 +215,93 @@ VALIDATING_WEBHOOKS = ResourceType(
     generation_field="webhooks",
 )
 
+# What config/deploy installs besides the kinds above. Their objects are stored as sent, apart from the status
+# reset on create and the few defaults in strategies.py; the real registries default and validate much more.
+SERVICE_ACCOUNTS = ResourceType("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True, short_names=("sa",))
+SERVICES = ResourceType(
+    "",
+    "v1",
+    "services",
+    "Service",
+    namespaced=True,
+    short_names=("svc",),
+    categories=("all",),
+    subresources=("status",),
+)
+DEPLOYMENTS = ResourceType(
+    "apps",
+    "v1",
+    "deployments",
+    "Deployment",
+    namespaced=True,
+    short_names=("deploy",),
+    categories=("all",),
+    subresources=("status",),
+    generation_field="spec",
+)
+POD_DISRUPTION_BUDGETS = ResourceType(
+    "policy",
+    "v1",
+    "poddisruptionbudgets",
+    "PodDisruptionBudget",
+    namespaced=True,
+    short_names=("pdb",),
+    subresources=("status",),
+    generation_field="spec",
+)
+CLUSTER_ROLES = ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
+CLUSTER_ROLE_BINDINGS = ResourceType(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
+)
+ROLES = ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", namespaced=True)
+ROLE_BINDINGS = ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", namespaced=True)
+# cert-manager's CRDs (cert-manager.io_issuers.yaml, cert-manager.io_certificates.yaml), served as the apiserver
+# serves a CRD-installed group: status subresource, generation bumped by every change outside metadata and status.
+ISSUERS = ResourceType(
+    "cert-manager.io",
+    "v1",
+    "issuers",
+    "Issuer",
+    namespaced=True,
+    short_names=("iss",),
+    categories=("cert-manager",),
+    subresources=("status",),
+    generation_field="spec",
+    custom=True,
+)
+CERTIFICATES = ResourceType(
+    "cert-manager.io",
+    "v1",
+    "certificates",
+    "Certificate",
+    namespaced=True,
+    short_names=("cert", "certs"),
+    categories=("cert-manager",),
+    subresources=("status",),
+    generation_field="spec",
+    custom=True,
+)
+
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
     NAMESPACES,
     PODS,
     CONFIGMAPS,
     CORE_EVENTS,
+    SERVICE_ACCOUNTS,
+    SERVICES,
     EVENTS_V1,
     JOBS,
+    DEPLOYMENTS,
+    POD_DISRUPTION_BUDGETS,
     LEASES,
+    CLUSTER_ROLES,
+    CLUSTER_ROLE_BINDINGS,
+    ROLES,
+    ROLE_BINDINGS,
     MUTATING_WEBHOOKS,
     VALIDATING_WEBHOOKS,
+    ISSUERS,
+    CERTIFICATES,
 )
 
 _BY_PATH: dict[tuple[str, str, str], ResourceType] = {

@@ -15,11 +15,14 @@ from typing import Any
 from . import errors
 from .jsonutil import clone
 from .resources import (
+    DEPLOYMENTS,
     EVENTS_V1,
     JOBS,
     MUTATING_WEBHOOKS,
     NAMESPACES,
+    POD_DISRUPTION_BUDGETS,
     PODS,
+    SERVICES,
     VALIDATING_WEBHOOKS,
     ResourceType,
 )
@@ -64,6 +67,10 @@ def apply_defaults(rt: ResourceType, obj: Obj) -> None:
         _default_pod_spec(obj.setdefault("spec", {}))
     elif rt is NAMESPACES:
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    elif rt is DEPLOYMENTS:
+        _default_deployment(obj.setdefault("spec", {}))
+    elif rt is SERVICES:
+        _default_service(obj.setdefault("spec", {}))
     elif rt in (MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS):
         for hook in obj.get("webhooks") or []:
             _default_webhook(hook, mutating=rt is MUTATING_WEBHOOKS)
@@ -105,6 +112,32 @@ def _default_pod_spec(spec: Obj) -> None:
         latest = ":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest")
         container.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
         container.setdefault("resources", {})
+
+
+def _default_deployment(spec: Obj) -> None:
+    """SetDefaults_Deployment (apps/v1)."""
+    spec.setdefault("replicas", 1)
+    strategy = spec.setdefault("strategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = strategy.setdefault("rollingUpdate", {})
+        rolling.setdefault("maxUnavailable", "25%")
+        rolling.setdefault("maxSurge", "25%")
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
+    _default_pod_spec(spec.setdefault("template", {}).setdefault("spec", {}))
+
+
+def _default_service(spec: Obj) -> None:
+    """SetDefaults_Service, without the cluster IP allocation that follows it."""
+    kind = spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    if kind != "ExternalName":
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    for port in spec.get("ports") or []:
+        if isinstance(port, dict):
+            port.setdefault("protocol", "TCP")
+            port.setdefault("targetPort", port.get("port"))
 
 
 def _default_webhook(hook: Obj, *, mutating: bool) -> None:
@@ -150,6 +183,23 @@ def prepare_for_create(rt: ResourceType, obj: Obj, namespace: str) -> None:
     elif rt is NAMESPACES:
         meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta.get("name", "")
         obj["status"] = {"phase": "Active"}
+    elif rt.custom and "status" in rt.subresources:
+        obj.pop("status", None)  # a CRD with a status subresource drops status on create
+    elif rt.group_resource in _EMPTY_STATUS:
+        obj["status"] = clone(_EMPTY_STATUS[rt.group_resource])
+
+
+# The zero status each strategy's PrepareForCreate leaves, as the apiserver serializes it.
+_EMPTY_STATUS: dict[str, Obj] = {
+    DEPLOYMENTS.group_resource: {},
+    SERVICES.group_resource: {"loadBalancer": {}},
+    POD_DISRUPTION_BUDGETS.group_resource: {
+        "disruptionsAllowed": 0,
+        "currentHealthy": 0,
+        "desiredHealthy": 0,
+        "expectedPods": 0,
+    },
+}
 
 
 def _generate_job_selector(job: Obj) -> None:
