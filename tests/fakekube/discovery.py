@@ -1,7 +1,13 @@
 """What kubectl and client libraries read before they touch a resource: /version, legacy discovery (/api,
 /apis, group and group-version resource lists), a minimal OpenAPI v3 (enough for kubectl to see that the
-server validates fields itself, so it skips client-side schema validation) and meta.k8s.io Table rendering for
-`kubectl get`."""
+server validates fields itself, so it skips client-side schema validation), an OpenAPI v2 without definitions
+and meta.k8s.io Table rendering for `kubectl get`.
+
+kubectl's default `--validate=strict` asks the OpenAPI v3 document of an object's group-version whether PATCH
+takes `fieldValidation`; every served kind answers yes, as on a real apiserver, and kubectl leaves field
+validation to the server. Only for a kind the server does not serve does it fall back to validating against
+the OpenAPI v2 schema; finding no definition there it lets the object through, and the REST mapping then fails
+with `no matches for kind`, as against a real cluster."""
 
 from __future__ import annotations
 
@@ -78,6 +84,7 @@ def documents(server_address: str) -> dict[str, Obj]:
     }
     for path in {rt.base_path for rt in RESOURCE_TYPES}:
         docs[f"/openapi/v3{path}"] = _openapi_v3([rt for rt in RESOURCE_TYPES if rt.base_path == path])
+    docs["/openapi/v2"] = {"swagger": "2.0", "info": _OPENAPI_INFO, "paths": {}, "definitions": {}}
     return docs
 
 
@@ -135,6 +142,40 @@ def _operation(rt: ResourceType, action: str) -> Obj:
     }
 
 
+_OPENAPI_INFO = {"title": "Kubernetes (fake)", "version": KUBERNETES_VERSION[2]}
+
+# What clients put in Accept (the older spelling, which Go's mime parser rejects in a Content-Type) and what
+# the apiserver (kube-openapi) answers with.
+OPENAPI_V2_PROTOBUF_ACCEPTED = (
+    "com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    "com.github.proto-openapi.spec.v2.v1.0+protobuf",
+)
+OPENAPI_V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+
+
+def wants_protobuf(accept: str) -> bool:
+    return any(subtype in accept for subtype in OPENAPI_V2_PROTOBUF_ACCEPTED)
+
+
+def _protobuf_bytes(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field (wire type 2)."""
+    out = bytearray()
+    for value in ((number << 3) | 2, len(payload)):
+        while value > 0x7F:
+            out.append((value & 0x7F) | 0x80)
+            value >>= 7
+        out.append(value)
+    return bytes(out) + payload
+
+
+def openapi_v2_protobuf() -> bytes:
+    """The OpenAPI v2 document as the gnostic openapi_v2.Document protobuf kubectl asks for: swagger (field 1)
+    and info (field 2: title 1, version 2), nothing else."""
+    title, version = (_OPENAPI_INFO[k].encode() for k in ("title", "version"))
+    info = _protobuf_bytes(1, title) + _protobuf_bytes(2, version)
+    return _protobuf_bytes(1, b"2.0") + _protobuf_bytes(2, info)
+
+
 def _openapi_v3(types: list[ResourceType]) -> Obj:
     paths: Obj = {}
     for rt in types:
@@ -148,7 +189,7 @@ def _openapi_v3(types: list[ResourceType]) -> Obj:
         }
     return {
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes (fake)", "version": KUBERNETES_VERSION[2]},
+        "info": _OPENAPI_INFO,
         "paths": paths,
         "components": {"schemas": {}},
     }

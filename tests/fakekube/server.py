@@ -326,8 +326,13 @@ class FakeKubeServer:
         verb, target, user = "", None, ADMIN
         try:
             user = self._user(request)
-            if request.method == "GET" and request.path.rstrip("/") in self._discovery:
-                response: web.StreamResponse = _json(self._discovery[request.path.rstrip("/")])
+            protobuf = discovery.wants_protobuf(request.headers.get("Accept", ""))
+            if request.method == "GET" and request.path == "/openapi/v2" and protobuf:
+                response: web.StreamResponse = web.Response(
+                    body=discovery.openapi_v2_protobuf(), content_type=discovery.OPENAPI_V2_PROTOBUF
+                )
+            elif request.method == "GET" and request.path.rstrip("/") in self._discovery:
+                response = _json(self._discovery[request.path.rstrip("/")])
             elif request.path in ("/healthz", "/readyz", "/livez"):
                 response = web.Response(text="ok")
             else:
