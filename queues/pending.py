@@ -20,7 +20,10 @@ def queue_key(workload: Workload) -> SortKey:
     return (-workload.priority, workload.created_at, workload.name)
 
 
-def equivalence(workload: Workload) -> tuple[object, ...]:
+Signature = tuple[object, ...]
+
+
+def equivalence(workload: Workload) -> Signature:
     return (
         workload.priority,
         tuple(
@@ -37,6 +40,9 @@ class TeamQueue:
         self._keys: list[SortKey] = []
         self._active: dict[str, Workload] = {}
         self.inadmissible: dict[str, Workload] = {}
+        # Read once per workload: a busy controller parks and unparks thousands of look-alikes every second.
+        self._key: dict[str, SortKey] = {}
+        self._signature: dict[str, Signature] = {}
 
     def __len__(self) -> int:
         return len(self._active) + len(self.inadmissible)
@@ -46,17 +52,27 @@ class TeamQueue:
 
     def push(self, workload: Workload) -> None:
         self.remove(workload.name)
+        key = self._key[workload.name] = queue_key(workload)
         self._active[workload.name] = workload
-        bisect.insort(self._keys, queue_key(workload))
+        bisect.insort(self._keys, key)
 
     def remove(self, name: str) -> Workload | None:
         workload = self._active.pop(name, None)
         if workload is not None:
-            key = queue_key(workload)
-            index = bisect.bisect_left(self._keys, key)
+            index = bisect.bisect_left(self._keys, self._key[name])
             del self._keys[index]
-            return workload
-        return self.inadmissible.pop(name, None)
+        else:
+            workload = self.inadmissible.pop(name, None)
+        if workload is not None:
+            del self._key[name]
+            self._signature.pop(name, None)
+        return workload
+
+    def _signature_of(self, workload: Workload) -> Signature:
+        signature = self._signature.get(workload.name)
+        if signature is None:
+            signature = self._signature[workload.name] = equivalence(workload)
+        return signature
 
     def head(self, skip: set[str] | frozenset[str] = frozenset()) -> Workload | None:
         for key in self._keys:
@@ -68,8 +84,9 @@ class TeamQueue:
         """Set a head aside until capacity changes (BestEffortFIFO only; StrictFIFO keeps it blocking)."""
         if self.strategy is QueueingStrategy.STRICT_FIFO:
             return
-        workload = self.remove(name)
+        workload = self._active.pop(name, None)
         if workload is not None:
+            del self._keys[bisect.bisect_left(self._keys, self._key[name])]
             self.inadmissible[name] = workload
 
     def park_equivalent(self, head: Workload) -> int:
@@ -81,8 +98,8 @@ class TeamQueue:
         """
         if self.strategy is QueueingStrategy.STRICT_FIFO:
             return 0
-        signature = equivalence(head)
-        twins = [w for w in self._active.values() if w.name != head.name and equivalence(w) == signature]
+        signature = self._signature_of(head) if head.name in self else equivalence(head)
+        twins = [w for w in self._active.values() if w.name != head.name and self._signature_of(w) == signature]
         for twin in twins:
             del self._active[twin.name]
             self.inadmissible[twin.name] = twin
@@ -98,8 +115,8 @@ class TeamQueue:
         self.inadmissible.clear()
         for workload in parked:
             self._active[workload.name] = workload
-        # One sort beats thousands of insertions into a long list.
-        self._keys = sorted(self._keys + [queue_key(w) for w in parked])
+        # One sort beats thousands of insertions into a long list (and merging two sorted runs is linear).
+        self._keys = sorted(self._keys + [self._key[w.name] for w in parked])
         return len(parked)
 
     def ordered(self) -> Iterator[Workload]:
