@@ -22,13 +22,14 @@ CPU seconds of each process, per Job and how busy it was (2 s samples), which sa
 `--time-scale F` multiplies runtimes and creation intervals. The run stops by itself: when every Job has finished,
 or at `--timeout` seconds (then a few unfinished Jobs are described).
 
-Measured on a 2-core machine that other work shared (one run of the full mix, another process holding a core
-throughout): wall 364 s against an ideal makespan of 66 s (wall/ideal 5.52; Kueue 351 s, 5.32), 41 admissions/s,
-average time to admission 51 / 89 / 166 s for large / medium / small, minimum team usage 19.5 %. CPU: API server
-117 s, kuota 133 s, client 12 s, i.e. 7.8 / 8.8 / 0.8 ms per Job. At the mix's 255 Jobs/s that is 2.0 cores for
-the API server and 2.25 for kuota, each a single event loop: both saturate, creates queue, the client falls behind
-(99 s on average) and wall time follows CPU (17.4 ms per Job is 131 s on two idle cores). The CPU per Job puts the
-largest scale that keeps up in real time at about 0.3-0.45 on two idle cores; with a core taken, 0.2 did not.
+Measured on an otherwise idle 2-core machine, the full mix, four runs with a 1 s requeue backoff: wall 144-159 s
+against an ideal makespan of 66 s (wall/ideal 2.2-2.4; Kueue 351 s, 5.32), about 100 admissions/s, average time to
+admission 14-27 / 39-53 / 77-83 s for large / medium / small, minimum team usage 44-49 %. CPU 87-100 s for the API
+server and 90-99 s for kuota (5.8-6.7 and 6.0-6.6 ms per Job): at the mix's 255 Jobs/s both need more than the
+machine has, so creates queue and the client falls 19-24 s behind on average. After the submissions, the large
+Jobs' backlog holds the whole quota for some 40 s (priority decides, as in Kueue) and then the small Jobs come
+through at what the two processes can admit per second. The CPU per Job puts the largest scale that keeps up in
+real time at about 0.6.
 """
 
 from __future__ import annotations
