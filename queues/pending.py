@@ -27,7 +27,13 @@ def equivalence(workload: Workload) -> Signature:
     return (
         workload.priority,
         tuple(
-            (ps.name, ps.count, ps.min_count, tuple(sorted(ps.requests.items())), tuple(sorted(ps.node_selector.items())))  # noqa: E501
+            (
+                ps.name,
+                ps.count,
+                ps.min_count,
+                tuple(sorted(ps.requests.items())),
+                tuple(sorted(ps.node_selector.items())),
+            )
             for ps in workload.pod_sets
         ),
     )
@@ -39,18 +45,28 @@ class TeamQueue:
         self.strategy = strategy
         self._keys: list[SortKey] = []
         self._active: dict[str, Workload] = {}
-        self.inadmissible: dict[str, Workload] = {}
+        self._parked: dict[str, Workload] = {}
         # Read once per workload: a busy controller parks and unparks thousands of look-alikes every second.
         self._key: dict[str, SortKey] = {}
         self._signature: dict[str, Signature] = {}
+        self._unpark_due = False
+        """Capacity changed since the last look: everything parked is active again when the queue is next read.
+        Every finished Job in a cohort unparks its teams, many times between two cycles; one merge is enough."""
+
+    @property
+    def inadmissible(self) -> dict[str, Workload]:
+        """The parked workloads (read only: park and unpark through the methods)."""
+        self._settle()
+        return self._parked
 
     def __len__(self) -> int:
-        return len(self._active) + len(self.inadmissible)
+        return len(self._active) + len(self._parked)
 
     def __contains__(self, name: str) -> bool:
-        return name in self._active or name in self.inadmissible
+        return name in self._active or name in self._parked
 
     def push(self, workload: Workload) -> None:
+        self._settle()
         self.remove(workload.name)
         key = self._key[workload.name] = queue_key(workload)
         self._active[workload.name] = workload
@@ -62,7 +78,7 @@ class TeamQueue:
             index = bisect.bisect_left(self._keys, self._key[name])
             del self._keys[index]
         else:
-            workload = self.inadmissible.pop(name, None)
+            workload = self._parked.pop(name, None)
         if workload is not None:
             del self._key[name]
             self._signature.pop(name, None)
@@ -75,6 +91,7 @@ class TeamQueue:
         return signature
 
     def head(self, skip: set[str] | frozenset[str] = frozenset()) -> Workload | None:
+        self._settle()
         for key in self._keys:
             if key[2] not in skip:
                 return self._active[key[2]]
@@ -84,10 +101,11 @@ class TeamQueue:
         """Set a head aside until capacity changes (BestEffortFIFO only; StrictFIFO keeps it blocking)."""
         if self.strategy is QueueingStrategy.STRICT_FIFO:
             return
+        self._settle()
         workload = self._active.pop(name, None)
         if workload is not None:
             del self._keys[bisect.bisect_left(self._keys, self._key[name])]
-            self.inadmissible[name] = workload
+            self._parked[name] = workload
 
     def park_equivalent(self, head: Workload) -> int:
         """Park every active workload that would get the head's answer: same priority and the same pod sets.
@@ -98,29 +116,36 @@ class TeamQueue:
         """
         if self.strategy is QueueingStrategy.STRICT_FIFO:
             return 0
+        self._settle()
         signature = self._signature_of(head) if head.name in self else equivalence(head)
         twins = [w for w in self._active.values() if w.name != head.name and self._signature_of(w) == signature]
         for twin in twins:
             del self._active[twin.name]
-            self.inadmissible[twin.name] = twin
+            self._parked[twin.name] = twin
         if twins:
             gone = {t.name for t in twins}
             self._keys = [k for k in self._keys if k[2] not in gone]
         return len(twins)
 
     def unpark_all(self) -> int:
-        parked = list(self.inadmissible.values())
-        if not parked:
-            return 0
-        self.inadmissible.clear()
+        """Make every parked workload active again; returns how many."""
+        self._unpark_due = bool(self._parked)
+        return len(self._parked)
+
+    def _settle(self) -> None:
+        if not self._unpark_due:
+            return
+        self._unpark_due = False
+        parked = list(self._parked.values())
+        self._parked.clear()
         for workload in parked:
             self._active[workload.name] = workload
         # One sort beats thousands of insertions into a long list (and merging two sorted runs is linear).
         self._keys = sorted(self._keys + [self._key[w.name] for w in parked])
-        return len(parked)
 
     def ordered(self) -> Iterator[Workload]:
         """Everything pending, active in admission order first, then the parked ones in the same order."""
+        self._settle()
         for key in self._keys:
             yield self._active[key[2]]
-        yield from sorted(self.inadmissible.values(), key=queue_key)
+        yield from sorted(self._parked.values(), key=queue_key)
