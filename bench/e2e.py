@@ -22,14 +22,14 @@ CPU seconds of each process, per Job and how busy it was (2 s samples), which sa
 `--time-scale F` multiplies runtimes and creation intervals. The run stops by itself: when every Job has finished,
 or at `--timeout` seconds (then a few unfinished Jobs are described).
 
-Measured on an otherwise idle 2-core machine, the full mix, five runs with a 1 s requeue backoff: wall 144-159 s (median 145 s)
-against an ideal makespan of 66 s (wall/ideal 2.2-2.4; Kueue 351 s, 5.32), about 100 admissions/s, average time to
-admission 14-27 / 39-53 / 74-83 s for large / medium / small, minimum team usage 44-49 %. CPU 87-100 s for the API
-server and 87-99 s for kuota (5.8-6.7 ms per Job each): at the mix's 255 Jobs/s both need more than the
-machine has, so creates queue and the client falls 19-24 s behind on average. After the submissions, the large
+Measured on an otherwise idle 2-core machine, the full mix, five runs with a 1 s requeue backoff: wall 144-159 s
+(median 145 s) against an ideal makespan of 66 s (wall/ideal 2.2-2.4; Kueue 351 s, 5.32), about 100 admissions/s,
+average time to admission 14-27 / 39-53 / 74-83 s for large / medium / small, minimum team usage 44-49 %. CPU 87-100
+s for the API server and 87-99 s for kuota (5.8-6.7 ms per Job each): at the mix's 255 Jobs/s both need more than
+the machine has, so creates queue and the client falls 19-24 s behind on average. After the submissions, the large
 Jobs' backlog holds the whole quota for some 40 s (priority decides, as in Kueue) and then the small Jobs come
-through at what the two processes can admit per second. The CPU per Job puts the largest scale that keeps up in
-real time at about 0.6.
+through at what the two processes can admit per second. The CPU per Job puts the largest scale that keeps up in real
+time at about 0.6.
 """
 
 from __future__ import annotations
