@@ -142,8 +142,7 @@ class _Names:
             taken.add(new)
             self._map[name] = new
             warnings.append(
-                f"{kind} {name}: the name is not a DNS-1123 label; renamed to {new!r} (references renamed "
-                "too)"
+                f"{kind} {name}: the name is not a DNS-1123 label; renamed to {new!r} (references renamed too)"
             )
 
     def __getitem__(self, name: str) -> str:
@@ -247,8 +246,7 @@ class _Converter:
     def _check_version(self, obj: _Object) -> None:
         if obj.version not in _KNOWN_VERSIONS:
             self.warnings.append(
-                f"{obj.label}: apiVersion {KUEUE_GROUP}/{obj.version} is not one the importer knows; read "
-                "as v1beta2"
+                f"{obj.label}: apiVersion {KUEUE_GROUP}/{obj.version} is not one the importer knows; read as v1beta2"
             )
 
     def of_kind(self, kind: str) -> list[_Object]:
@@ -369,9 +367,7 @@ class _Converter:
         # ClusterQueue v1beta1 said `cohort`; v1beta2 says `cohortName`. Accept either in either version.
         old, new = obj.spec.get("cohort"), obj.spec.get("cohortName")
         if old and new and old != new:
-            self.warnings.append(
-                f"{obj.label}: spec.cohort {old!r} and spec.cohortName {new!r} differ; using {new!r}"
-            )
+            self.warnings.append(f"{obj.label}: spec.cohort {old!r} and spec.cohortName {new!r} differ; using {new!r}")
         value = new or old
         return self._string(value, f"{obj.label}: spec.cohortName") if value else None
 
@@ -523,8 +519,7 @@ class _Converter:
             )
         if spec.get("stopPolicy") not in (None, "None"):
             self.warnings.append(
-                f"{obj.label}: spec.stopPolicy {spec['stopPolicy']} not converted: kuota has no per-queue "
-                "stop"
+                f"{obj.label}: spec.stopPolicy {spec['stopPolicy']} not converted: kuota has no per-queue stop"
             )
         cluster_queue = spec.get("clusterQueue")
         if not isinstance(cluster_queue, str) or cluster_queue not in self.team_names:
@@ -543,9 +538,7 @@ class _Converter:
 
     def _quotas(self, obj: _Object, has_parent: bool) -> Doc:
         groups_raw = self._list(obj.spec.get("resourceGroups"), f"{obj.label}: spec.resourceGroups")
-        groups = [
-            self._group(obj, f"spec.resourceGroups[{i}]", g, has_parent) for i, g in enumerate(groups_raw)
-        ]
+        groups = [self._group(obj, f"spec.resourceGroups[{i}]", g, has_parent) for i, g in enumerate(groups_raw)]
         self._check_groups(obj, groups)
         if not groups:
             return {}
@@ -558,13 +551,9 @@ class _Converter:
         resources = Counter(r for g in groups for r in g["coveredResources"])
         flavors = Counter(f["flavor"] for g in groups for f in g["flavors"])
         for resource in (r for r, n in resources.items() if n > 1):
-            self.problems.append(
-                f"{obj.label}: resource {resource} is covered by more than one resource group"
-            )
+            self.problems.append(f"{obj.label}: resource {resource} is covered by more than one resource group")
         for flavor in (f for f, n in flavors.items() if n > 1):
-            self.problems.append(
-                f"{obj.label}: flavor {flavor} is listed more than once in its resource groups"
-            )
+            self.problems.append(f"{obj.label}: flavor {flavor} is listed more than once in its resource groups")
 
     def _group(self, obj: _Object, where: str, raw: Any, has_parent: bool) -> Doc:
         group = self._mapping(raw, f"{obj.label}: {where}")
@@ -596,9 +585,7 @@ class _Converter:
                 resources[converted[0]] = converted[1]
         return {"flavor": self.flavor_names[name], "resources": resources}
 
-    def _resource(
-        self, obj: _Object, where: str, raw: Any, has_parent: bool, flavor: str
-    ) -> tuple[str, Doc] | None:
+    def _resource(self, obj: _Object, where: str, raw: Any, has_parent: bool, flavor: str) -> tuple[str, Doc] | None:
         item = self._mapping(raw, f"{obj.label}: {where}")
         self._unknown(obj, item, {"name", "nominalQuota", "borrowingLimit", "lendingLimit"}, where)
         resource = self._string(item.get("name"), f"{obj.label}: {where}.name")
@@ -638,15 +625,11 @@ class _Converter:
                       "spec.preemption")  # fmt: skip
         out: Doc = {}
         if "withinClusterQueue" in preemption:
-            within = self._enum(
-                preemption["withinClusterQueue"], WithinTeamPolicy, f"{where}.withinClusterQueue"
-            )
+            within = self._enum(preemption["withinClusterQueue"], WithinTeamPolicy, f"{where}.withinClusterQueue")
             if within is not None:
                 out["withinTeam"] = within
         if "reclaimWithinCohort" in preemption:
-            reclaim = self._enum(
-                preemption["reclaimWithinCohort"], ReclaimPolicy, f"{where}.reclaimWithinCohort"
-            )
+            reclaim = self._enum(preemption["reclaimWithinCohort"], ReclaimPolicy, f"{where}.reclaimWithinCohort")
             if reclaim is not None:
                 out["reclaimWithinCohort"] = reclaim
         if "borrowWithinCohort" in preemption:
@@ -670,9 +653,7 @@ class _Converter:
         if isinstance(threshold, bool) or not isinstance(threshold, int):
             self.problems.append(f"{where}.maxPriorityThreshold: {threshold!r} is not an integer")
         elif out.get("policy", "Never") == "Never":
-            self.warnings.append(
-                f"{where}.maxPriorityThreshold dropped: it only applies with policy LowerPriority"
-            )
+            self.warnings.append(f"{where}.maxPriorityThreshold dropped: it only applies with policy LowerPriority")
         else:
             out["maxPriorityThreshold"] = threshold
         return out
@@ -720,8 +701,7 @@ class _Converter:
         ignored = [k for k in config if k not in converted]
         if ignored:
             self.warnings.append(
-                f"Configuration: {', '.join(ignored)} not converted: controller settings, not part of the "
-                "quota file"
+                f"Configuration: {', '.join(ignored)} not converted: controller settings, not part of the quota file"
             )
         return out or None
 
@@ -959,9 +939,7 @@ def _items(value: Any) -> list[tuple[Any, Any]]:
     return []
 
 
-def _render(
-    nodes: list[_Node], scope: _Scope, out: list[str], missing: list[tuple[str, int]], source: str
-) -> None:
+def _render(nodes: list[_Node], scope: _Scope, out: list[str], missing: list[tuple[str, int]], source: str) -> None:
     for node in nodes:
         if node.kind == "text":
             out.append(node.text)
@@ -971,9 +949,7 @@ def _render(
             if value is _MISSING or value is None:
                 missing.append((node.text, node.line))
             elif isinstance(value, Mapping | list):
-                raise TemplateError(
-                    f"{source}: line {node.line}: {{{{{node.text}}}}} is a map or list, not text"
-                )
+                raise TemplateError(f"{source}: line {node.line}: {{{{{node.text}}}}} is a map or list, not text")
             else:
                 out.append(_format(value))
         elif node.kind == "if":
@@ -1011,9 +987,7 @@ def render_template(text: str, values: Mapping[str, Any], source: str = "templat
     """Render the Go-template subset with `values` as the root; the error names every unset placeholder."""
     nodes, _, stop = _parse(_tokens(text), 0, source)
     if stop is not None:
-        raise TemplateError(
-            f"{source}: line {stop.line}: {{{{{stop.text}}}}} without an opening if/with/range"
-        )
+        raise TemplateError(f"{source}: line {stop.line}: {{{{{stop.text}}}}} without an opening if/with/range")
     out: list[str] = []
     missing: list[tuple[str, int]] = []
     _render(nodes, _Scope(values, values, {}), out, missing, source)
@@ -1026,9 +1000,7 @@ def _missing_message(missing: list[tuple[str, int]], source: str, hint: str) -> 
     lines: dict[str, list[str]] = {}
     for ref, line in missing:
         lines.setdefault(ref, []).append(str(line))
-    listed = ", ".join(
-        f"{{{{{ref}}}}} (line{'s' if len(at) > 1 else ''} {', '.join(at)})" for ref, at in lines.items()
-    )
+    listed = ", ".join(f"{{{{{ref}}}}} (line{'s' if len(at) > 1 else ''} {', '.join(at)})" for ref, at in lines.items())
     hints = hint or " ".join(placeholder_hint(ref) for ref in lines)
     plural = "s" if len(lines) > 1 else ""
     return f"{source}: template placeholder{plural} without a value: {listed}; give {hints}"
@@ -1121,8 +1093,7 @@ def expand_workflow(
             documents.extend(_configure(params))
         elif kind in ("DeleteObj", "UpdateObj") and submitted.get(str(params.get("refTaskId"))) in _KINDS:
             warnings.append(
-                f"{where}: {kind} is not replayed; the import shows the Kueue objects as they were first "
-                "submitted"
+                f"{where}: {kind} is not replayed; the import shows the Kueue objects as they were first submitted"
             )
     warnings += [
         f"{source}: skipped {n} {k} object{'s' if n != 1 else ''} the workflow submits (only Kueue queueing "
@@ -1132,9 +1103,7 @@ def expand_workflow(
     return documents, warnings
 
 
-def _submit(
-    where: str, path: str, template: str, params: Mapping[str, Any], defaults: Mapping[str, Any]
-) -> list[Any]:
+def _submit(where: str, path: str, template: str, params: Mapping[str, Any], defaults: Mapping[str, Any]) -> list[Any]:
     own = params.get("params")
     values = {**defaults, **(own if isinstance(own, Mapping) else {})}
     hint = "them in the task's params or with --set KEY=VALUE"

@@ -91,4 +91,3 @@ def is_memory_like(resource: str) -> bool:
 
 def format_resource(resource: str, milli: int) -> str:
     return format_quantity(milli, binary=is_memory_like(resource))
-

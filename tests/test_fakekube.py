@@ -64,9 +64,7 @@ async def raw_get(server: FakeKubeServer, path: str) -> tuple[int, Any]:
 # create / get / list
 
 
-async def test_create_job_applies_apiserver_defaults(
-    server: FakeKubeServer, batch: client.BatchV1Api
-) -> None:
+async def test_create_job_applies_apiserver_defaults(server: FakeKubeServer, batch: client.BatchV1Api) -> None:
     created = await batch.create_namespaced_job("default", job_manifest(generate_name="train-"))
 
     assert created.metadata.name.startswith("train-") and len(created.metadata.name) == len("train-") + 5
@@ -119,9 +117,7 @@ async def test_create_conflicts_and_errors_are_real_status_objects(
     assert status_body(no_namespace.value)["message"] == 'namespaces "ghost" not found'
     body = status_body(invalid.value)
     assert (invalid.value.status, body["reason"], body["details"]["kind"]) == (422, "Invalid", "Job")
-    assert body["message"].startswith(
-        'Job.batch "bad" is invalid: spec.template.spec.restartPolicy: Unsupported'
-    )
+    assert body["message"].startswith('Job.batch "bad" is invalid: spec.template.spec.restartPolicy: Unsupported')
     real = fixture("core.v1.Status")
     for status in (status_body(exists.value), body):
         assert set(status) <= set(real) and list(status) == [k for k in real if k in status]
@@ -136,10 +132,7 @@ async def test_invalid_label_value_from_a_real_manifest_is_rejected(batch: clien
     with pytest.raises(ApiException) as invalid:
         await batch.create_namespaced_job("default", manifest)
     assert invalid.value.status == 422
-    assert (
-        'metadata.labels: Invalid value: "<project-namespace>-user-queue"'
-        in status_body(invalid.value)["message"]
-    )
+    assert 'metadata.labels: Invalid value: "<project-namespace>-user-queue"' in status_body(invalid.value)["message"]
 
 
 async def test_list_with_selectors_pagination_and_all_namespaces(
@@ -185,9 +178,7 @@ async def test_list_with_selectors_pagination_and_all_namespaces(
     assert "kind" not in raw["items"][0] and "apiVersion" not in raw["items"][0]
 
 
-async def test_list_with_compacted_continue_token_is_410(
-    server: FakeKubeServer, batch: client.BatchV1Api
-) -> None:
+async def test_list_with_compacted_continue_token_is_410(server: FakeKubeServer, batch: client.BatchV1Api) -> None:
     for i in range(3):
         await batch.create_namespaced_job("default", job_manifest(f"job-{i}"))
     first = await batch.list_namespaced_job("default", limit=1)
@@ -255,9 +246,7 @@ async def test_patch_with_all_three_content_types(batch: client.BatchV1Api, core
     assert patched.metadata.generation == 2  # only the last patch changed the spec
 
     with pytest.raises(ApiException) as failed_test:
-        await batch.patch_namespaced_job(
-            "p", "default", [{"op": "test", "path": "/spec/suspend", "value": True}]
-        )
+        await batch.patch_namespaced_job("p", "default", [{"op": "test", "path": "/spec/suspend", "value": True}])
     assert failed_test.value.status == 422
     with pytest.raises(ApiException) as stale:
         await batch.patch_namespaced_job(
@@ -328,9 +317,7 @@ async def test_suspended_job_template_scheduling_directives_are_mutable_until_st
     assert "field is immutable" in status_body(immutable.value)["message"]
 
 
-async def test_delete_answers_like_the_real_apiserver(
-    server: FakeKubeServer, batch: client.BatchV1Api
-) -> None:
+async def test_delete_answers_like_the_real_apiserver(server: FakeKubeServer, batch: client.BatchV1Api) -> None:
     job = await batch.create_namespaced_job("default", job_manifest("d"))
     pod = {
         "metadata": {
@@ -394,9 +381,7 @@ async def test_list_then_watch_sees_added_modified_deleted_in_order(
     listing = await batch.list_namespaced_job("default")
 
     async with watch.Watch() as w:
-        stream = w.stream(
-            batch.list_namespaced_job, "default", resource_version=listing.metadata.resource_version
-        )
+        stream = w.stream(batch.list_namespaced_job, "default", resource_version=listing.metadata.resource_version)
         collector = asyncio.create_task(next_events(stream, 3))
         await server.wait_for_watches(1)
         await batch.create_namespaced_job("default", job_manifest("w"))
@@ -429,9 +414,7 @@ async def read_watch(server: FakeKubeServer, path: str, count: int, quiet_s: flo
 async def test_raw_watch_lines_match_the_watch_event_fixture(server: FakeKubeServer) -> None:
     await server.create(job_manifest("raw"))
     # No bookmarks unless asked for: nothing more within three bookmark intervals.
-    lines = await read_watch(
-        server, "/apis/batch/v1/namespaces/default/jobs?watch=1&resourceVersion=0", 1, 0.35
-    )
+    lines = await read_watch(server, "/apis/batch/v1/namespaces/default/jobs?watch=1&resourceVersion=0", 1, 0.35)
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in lines] == [("ADDED", "raw")]
     assert set(lines[0]) == set(fixture("core.v1.WatchEvent"))
     assert (lines[0]["object"]["kind"], lines[0]["object"]["apiVersion"]) == ("Job", "batch/v1")
@@ -529,9 +512,7 @@ async def test_watch_from_a_compacted_resource_version_gets_410(
     # kubernetes_asyncio turns the ERROR event into ApiException(status=410, reason="Expired: <message>").
     with pytest.raises(ApiException) as expired:
         async with watch.Watch() as w:
-            async for _ in w.stream(
-                batch.list_namespaced_job, "default", resource_version=old, timeout_seconds=5
-            ):
+            async for _ in w.stream(batch.list_namespaced_job, "default", resource_version=old, timeout_seconds=5):
                 pass
     assert expired.value.status == 410
     assert expired.value.reason == f"Expired: too old resource version: {old} ({compacted})"
@@ -554,9 +535,7 @@ async def test_history_window_expires_old_resource_versions() -> None:
         batch = client.BatchV1Api(await server.api_client())
         with pytest.raises(ApiException) as expired:
             async with watch.Watch() as w:
-                async for _ in w.stream(
-                    batch.list_job_for_all_namespaces, resource_version=start, timeout_seconds=2
-                ):
+                async for _ in w.stream(batch.list_job_for_all_namespaces, resource_version=start, timeout_seconds=2):
                     pass
         assert expired.value.status == 410
 
@@ -564,9 +543,7 @@ async def test_history_window_expires_old_resource_versions() -> None:
 # failure injection and dropped streams
 
 
-async def test_injected_500_and_429_carry_status_bodies(
-    server: FakeKubeServer, batch: client.BatchV1Api
-) -> None:
+async def test_injected_500_and_429_carry_status_bodies(server: FakeKubeServer, batch: client.BatchV1Api) -> None:
     failure = server.inject_failure(500, verb="create", resource="jobs")
     with pytest.raises(ApiException) as internal:
         await batch.create_namespaced_job("default", job_manifest("f"))
@@ -611,9 +588,7 @@ async def test_dropped_watch_streams_end_cleanly(server: FakeKubeServer, batch: 
     # With timeout_seconds the client treats end-of-stream as the end of the watch.
     async def drain() -> list[str]:
         async with watch.Watch() as w:
-            return [
-                e["type"] async for e in w.stream(batch.list_namespaced_job, "default", timeout_seconds=30)
-            ]
+            return [e["type"] async for e in w.stream(batch.list_namespaced_job, "default", timeout_seconds=30)]
 
     task = asyncio.create_task(drain())
     await server.wait_for_watches(1)
@@ -704,9 +679,7 @@ async def test_lease_shape_matches_the_fixture(server: FakeKubeServer) -> None:
     assert set(stored["spec"]) <= set(real["spec"])
 
 
-async def test_events_are_one_storage_behind_two_apis(
-    api_client: client.ApiClient, server: FakeKubeServer
-) -> None:
+async def test_events_are_one_storage_behind_two_apis(api_client: client.ApiClient, server: FakeKubeServer) -> None:
     events_v1 = client.EventsV1Api(api_client)
     core = client.CoreV1Api(api_client)
     await events_v1.create_namespaced_event(
@@ -741,9 +714,7 @@ async def test_namespaces_and_configmaps(server: FakeKubeServer, core: client.Co
     assert ns.metadata.labels == {"kuota.dev/team": "x", "kubernetes.io/metadata.name": "team-x"}
     assert ns.status.phase == "Active" and ns.spec.finalizers == ["kubernetes"]
     assert set(server.get_object("Namespace", "", "team-x") or {}) <= set(fixture("core.v1.Namespace"))
-    cm = await core.create_namespaced_config_map(
-        "team-x", {"metadata": {"name": "quota"}, "data": {"a": "1"}}
-    )
+    cm = await core.create_namespaced_config_map("team-x", {"metadata": {"name": "quota"}, "data": {"a": "1"}})
     assert cm.data == {"a": "1"}
     assert set(server.get_object("ConfigMap", "team-x", "quota") or {}) <= set(fixture("core.v1.ConfigMap"))
     await core.delete_namespace("team-x")

@@ -35,9 +35,7 @@ def conditions(job: Obj) -> list[tuple[str, str, str]]:
     return [(c["type"], c["status"], c["reason"]) for c in (job.get("status") or {}).get("conditions") or []]
 
 
-async def wait_for(
-    server: FakeKubeServer, name: str, predicate: Callable[[Obj], bool], timeout_s: float = 5
-) -> Obj:
+async def wait_for(server: FakeKubeServer, name: str, predicate: Callable[[Obj], bool], timeout_s: float = 5) -> Obj:
     async with asyncio.timeout(timeout_s):
         while True:
             job = server.get_object("Job", "default", name)
@@ -50,14 +48,10 @@ def running(job: Obj) -> bool:
     return bool((job.get("status") or {}).get("active"))
 
 
-async def test_job_runs_for_its_annotated_time_then_completes(
-    server: FakeKubeServer, batch: client.BatchV1Api
-) -> None:
+async def test_job_runs_for_its_annotated_time_then_completes(server: FakeKubeServer, batch: client.BatchV1Api) -> None:
     listing = await batch.list_namespaced_job("default")
     async with FakeKubelet(server, default_runtime_s=30), watch.Watch() as w:
-        await batch.create_namespaced_job(
-            "default", job_manifest("quick", runtime_s=0.3, parallelism=2, completions=4)
-        )
+        await batch.create_namespaced_job("default", job_manifest("quick", runtime_s=0.3, parallelism=2, completions=4))
         seen: list[Obj] = []
         async with asyncio.timeout(5):
             async for event in w.stream(
@@ -86,9 +80,7 @@ async def test_job_runs_for_its_annotated_time_then_completes(
 async def test_fail_annotation_fails_the_job(server: FakeKubeServer, batch: client.BatchV1Api) -> None:
     async with FakeKubelet(server):
         await batch.create_namespaced_job("default", job_manifest("doomed", runtime_s=0.1, fail=True))
-        job = await wait_for(
-            server, "doomed", lambda j: ("Failed", "True", "BackoffLimitExceeded") in conditions(j)
-        )
+        job = await wait_for(server, "doomed", lambda j: ("Failed", "True", "BackoffLimitExceeded") in conditions(j))
     assert conditions(job) == [
         ("FailureTarget", "True", "BackoffLimitExceeded"),
         ("Failed", "True", "BackoffLimitExceeded"),
@@ -113,31 +105,23 @@ async def test_suspend_stops_a_running_job_and_resume_restarts_the_clock(
 
         await asyncio.sleep(0.3)  # half its runtime
         await batch.patch_namespaced_job("s", "default", {"spec": {"suspend": True}})
-        stopped = await wait_for(
-            server, "s", lambda j: ("Suspended", "True", "JobSuspended") in conditions(j)
-        )
+        stopped = await wait_for(server, "s", lambda j: ("Suspended", "True", "JobSuspended") in conditions(j))
         assert stopped["status"]["active"] == 0 and "startTime" not in stopped["status"]
 
         await asyncio.sleep(0.5)  # longer than what was left: a stopped clock must not complete it
-        assert conditions(server.get_object("Job", "default", "s") or {}) == [
-            ("Suspended", "True", "JobSuspended")
-        ]
+        assert conditions(server.get_object("Job", "default", "s") or {}) == [("Suspended", "True", "JobSuspended")]
 
         loop = asyncio.get_running_loop()
         await batch.patch_namespaced_job("s", "default", {"spec": {"suspend": False}})
         restarted_at = loop.time()
-        done = await wait_for(
-            server, "s", lambda j: ("Complete", "True", "CompletionsReached") in conditions(j)
-        )
+        done = await wait_for(server, "s", lambda j: ("Complete", "True", "CompletionsReached") in conditions(j))
         assert loop.time() - restarted_at >= 0.55  # the full runtime again, not the remainder
     assert ("Suspended", "False", "JobResumed") in conditions(done)
 
 
 async def test_pods_follow_their_job(server: FakeKubeServer, batch: client.BatchV1Api) -> None:
     async with FakeKubelet(server, create_pods=True, default_runtime_s=0.3):
-        job = await batch.create_namespaced_job(
-            "default", job_manifest("with-pods", parallelism=2, completions=2)
-        )
+        job = await batch.create_namespaced_job("default", job_manifest("with-pods", parallelism=2, completions=2))
         await wait_for(server, "with-pods", running)
         pods = server.objects("Pod", "default")
         assert len(pods) == 2
@@ -146,9 +130,7 @@ async def test_pods_follow_their_job(server: FakeKubeServer, batch: client.Batch
             assert pod["metadata"]["name"].startswith("with-pods-")
             assert pod["metadata"]["labels"]["batch.kubernetes.io/job-name"] == "with-pods"
             assert pod["metadata"]["ownerReferences"][0]["uid"] == job.metadata.uid
-        await wait_for(
-            server, "with-pods", lambda j: ("Complete", "True", "CompletionsReached") in conditions(j)
-        )
+        await wait_for(server, "with-pods", lambda j: ("Complete", "True", "CompletionsReached") in conditions(j))
         await asyncio.sleep(0.05)
         assert {p["status"]["phase"] for p in server.objects("Pod", "default")} == {"Succeeded"}
 

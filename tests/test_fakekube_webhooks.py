@@ -107,9 +107,7 @@ async def test_mutating_webhook_patch_is_applied_then_validated(
         assert set(request["userInfo"]) <= set(real["request"]["userInfo"])
     stored = server.objects("MutatingWebhookConfiguration")[0]
     assert stored["webhooks"][0]["failurePolicy"] == "Fail"  # the v1 default
-    real_config = (
-        SHARED / "data" / "k8s-api" / "admissionregistration.k8s.io.v1.MutatingWebhookConfiguration.json"
-    )
+    real_config = SHARED / "data" / "k8s-api" / "admissionregistration.k8s.io.v1.MutatingWebhookConfiguration.json"
     if real_config.exists():
         real_hook = json.loads(real_config.read_text())["webhooks"][0]
         assert set(stored["webhooks"][0]) <= set(real_hook)
@@ -151,9 +149,7 @@ async def test_update_sends_the_old_object_and_the_user(server: FakeKubeServer, 
     await server.create(job_manifest("u", labels={"kuota.dev/queue": "a"}))
     register(server, hooks, mutating=False)
 
-    batch = client.BatchV1Api(
-        await server.api_client(user="alice", groups=["team-a", "system:authenticated"])
-    )
+    batch = client.BatchV1Api(await server.api_client(user="alice", groups=["team-a", "system:authenticated"]))
     await batch.patch_namespaced_job("u", "default", {"metadata": {"labels": {"kuota.dev/queue": "b"}}})
 
     ((_, review),) = hooks.reviews
@@ -235,10 +231,7 @@ async def test_invalid_responses_are_call_failures(
     hooks.on("/validate", lambda request: {"review": wrong_uid})
     with pytest.raises(ApiException) as invalid:
         await batch.create_namespaced_job("default", job_manifest("uid"))
-    assert (
-        "received invalid webhook response: expected response.uid="
-        in json.loads(invalid.value.body)["message"]
-    )
+    assert "received invalid webhook response: expected response.uid=" in json.loads(invalid.value.body)["message"]
 
     hooks.on("/validate", lambda request: {"review": {"apiVersion": "admission.k8s.io/v1beta1"}})
     with pytest.raises(ApiException) as wrong_version:
@@ -259,9 +252,7 @@ async def test_namespace_and_object_selectors(
         server,
         hooks,
         mutating=False,
-        namespaceSelector={
-            "matchExpressions": [{"key": "kuota.dev/managed", "operator": "In", "values": ["true"]}]
-        },
+        namespaceSelector={"matchExpressions": [{"key": "kuota.dev/managed", "operator": "In", "values": ["true"]}]},
         objectSelector={"matchExpressions": [{"key": "kuota.dev/skip", "operator": "DoesNotExist"}]},
     )
 

@@ -120,9 +120,7 @@ def test_the_kueue_examples_are_found() -> None:
     assert RELEVANT, f"no Kueue objects found under {KUEUE}"
     names = {p.name for p in RELEVANT}
     assert "tas__sample-gpu-queues.yaml" in names
-    assert not any(
-        name.startswith("config-crd") for name in names
-    )  # CRDs describe the kinds, they are not them
+    assert not any(name.startswith("config-crd") for name in names)  # CRDs describe the kinds, they are not them
 
 
 @pytest.mark.parametrize("path", RELEVANT, ids=lambda p: p.name)
@@ -137,9 +135,7 @@ def test_every_kueue_example_converts_to_a_valid_file(path: Path) -> None:
     declared = {o["metadata"]["name"] for o in objects if o["kind"] == "ResourceFlavor"}
     assert declared <= {f["name"] for f in data.get("flavors", [])}
     queues = [q for team in data.get("teams", []) for q in team.get("queues", [])]
-    expected = [
-        f"{o['metadata']['namespace']}/{o['metadata']['name']}" for o in objects if o["kind"] == "LocalQueue"
-    ]
+    expected = [f"{o['metadata']['namespace']}/{o['metadata']['name']}" for o in objects if o["kind"] == "LocalQueue"]
     assert sorted(queues) == sorted(expected)
 
 
@@ -438,9 +434,7 @@ def test_full_mapping() -> None:
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         }
     ]
-    assert config["priorityClasses"] == [
-        {"name": "production", "value": 10000, "description": "production jobs"}
-    ]
+    assert config["priorityClasses"] == [{"name": "production", "value": 10000, "description": "production jobs"}]
     assert config["cohorts"] == [
         {
             "name": "research",
@@ -612,8 +606,7 @@ def test_unsupported_fields_are_warnings(tmp_path: Path) -> None:
         "ResourceFlavor default: spec.topologyName 'default' not converted",
         "ResourceFlavor default: spec.nodeTaints (spot:NoSchedule) not converted",
         "LocalQueue solo/q: spec.stopPolicy Hold not converted",
-        "LocalQueue solo/lost: spec.clusterQueue 'nowhere' is not a ClusterQueue in the input; the queue is "
-        "dropped",
+        "LocalQueue solo/lost: spec.clusterQueue 'nowhere' is not a ClusterQueue in the input; the queue is dropped",
         "warning: skipped 2 Job (batch/v1) objects",
         "warning: skipped 1 Namespace (v1) object",
     ):
@@ -639,9 +632,7 @@ spec:
     config, warnings = convert_text(text)
     resources = config["teams"][0]["quotas"][0]["resources"]
     assert resources == {"nvidia.com/gpu": {"nominal": 4, "borrowingLimit": 0, "lendingLimit": 4}}
-    assert any(
-        "lendingLimit 6 of nvidia.com/gpu in flavor gpu exceeds the nominal 4; capped" in w for w in warnings
-    )
+    assert any("lendingLimit 6 of nvidia.com/gpu in flavor gpu exceeds the nominal 4; capped" in w for w in warnings)
 
 
 def test_names_that_are_not_dns_labels_are_renamed_consistently() -> None:
@@ -749,9 +740,7 @@ def test_malformed_kueue_object_exits_2(tmp_path: Path) -> None:
 
 
 def test_mismatched_resource_group_exits_2() -> None:
-    text = V1BETA2.replace(
-        "coveredResources: [cpu, memory, nvidia.com/gpu]", "coveredResources: [cpu, memory]"
-    )
+    text = V1BETA2.replace("coveredResources: [cpu, memory, nvidia.com/gpu]", "coveredResources: [cpu, memory]")
     with pytest.raises(KueueImportError, match="Kueue requires them to match"):
         convert(list(yaml.safe_load_all(text)))
 
@@ -827,10 +816,7 @@ def test_template_trim_markers_and_conditions() -> None:
 def test_template_range_and_with() -> None:
     ranges = "{{- range $k, $v := .m }}\n{{ $k }}={{ $v }}{{ end }}|{{ range .l }}[{{ . }}]{{ end }}"
     template = ranges + "|{{ with .w }}{{ .n }}{{ end }}"
-    assert (
-        render_template(template, {"m": {"b": 2, "a": 1}, "l": ["x", "y"], "w": {"n": "N"}})
-        == "\na=1\nb=2|[x][y]|N"
-    )
+    assert render_template(template, {"m": {"b": 2, "a": 1}, "l": ["x", "y"], "w": {"n": "N"}}) == "\na=1\nb=2|[x][y]|N"
 
 
 def test_template_unsupported_action() -> None:

@@ -122,13 +122,9 @@ def read_documents(name: str, values: Mapping[str, Any]) -> tuple[list[Any], lis
     return (parsed if parsed is not None else _parse(text, name)), []
 
 
-def _workflow(
-    name: str, workflow: Mapping[str, Any], values: Mapping[str, Any]
-) -> tuple[list[Any], list[str]]:
+def _workflow(name: str, workflow: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[list[Any], list[str]]:
     base = Path(name).parent if name != "-" else Path.cwd()
-    templates = {
-        path: _read(str(_find_template(base, path, name))) for path in workflow_template_paths(workflow)
-    }
+    templates = {path: _read(str(_find_template(base, path, name))) for path in workflow_template_paths(workflow)}
     try:
         return expand_workflow(workflow, templates, values, source=name)
     except TemplateError as exc:

@@ -133,8 +133,7 @@ def _operation(rt: ResourceType, action: str) -> Obj:
     return {
         "operationId": f"{action}{rt.kind}",
         "parameters": [
-            {"name": p, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
-            for p in _QUERY_PARAMS
+            {"name": p, "in": "query", "schema": {"type": "string", "uniqueItems": True}} for p in _QUERY_PARAMS
         ],
         "responses": {"200": {"description": "OK"}},
         "x-kubernetes-action": action,
@@ -245,15 +244,12 @@ def _job_cells(job: Obj, now: datetime) -> list[Any]:
     spec, status = job.get("spec") or {}, job.get("status") or {}
     completions = spec.get("completions")
     done = status.get("succeeded", 0)
-    shown = (
-        f"{done}/{completions}" if completions is not None else f"{done}/1 of {spec.get('parallelism', 1)}"
-    )
+    shown = f"{done}/{completions}" if completions is not None else f"{done}/1 of {spec.get('parallelism', 1)}"
     start, end = status.get("startTime"), status.get("completionTime")
     if start and end:
         duration = human_duration(
             (
-                datetime.strptime(end[:19], "%Y-%m-%dT%H:%M:%S")
-                - datetime.strptime(start[:19], "%Y-%m-%dT%H:%M:%S")
+                datetime.strptime(end[:19], "%Y-%m-%dT%H:%M:%S") - datetime.strptime(start[:19], "%Y-%m-%dT%H:%M:%S")
             ).total_seconds()
         )
     elif start:
@@ -271,18 +267,14 @@ def _pod_cells(pod: Obj, now: datetime) -> list[Any]:
     return [f"{ready}/{len(containers)}", (pod.get("status") or {}).get("phase", ""), restarts]
 
 
-def table(
-    rt: ResourceType, objects: list[Obj], resource_version: str, continue_token: str | None = None
-) -> Obj:
+def table(rt: ResourceType, objects: list[Obj], resource_version: str, continue_token: str | None = None) -> Obj:
     now = datetime.now(UTC)
     columns = [_column("Name", "Name must be unique within a namespace.", "name")]
     extra: list[Obj] = []
     if rt.kind == "Job" and rt.group == "batch":
         extra = [
             _column("Status", "Status of the job."),
-            _column(
-                "Completions", "The desired number of successfully finished pods the job should be run with."
-            ),
+            _column("Completions", "The desired number of successfully finished pods the job should be run with."),
             _column("Duration", "Time required to complete the job."),
         ]
     elif rt.kind == "Pod":
@@ -298,9 +290,7 @@ def table(
         extra = [_column("Status", "The status of the namespace")]
     elif rt.kind == "Lease":
         extra = [_column("Holder", "The holder of the lease.")]
-    age = _column(
-        "Age", "CreationTimestamp is a timestamp representing the server time when this object was created."
-    )
+    age = _column("Age", "CreationTimestamp is a timestamp representing the server time when this object was created.")
     columns += [*extra, age]
     rows = []
     for obj in objects:

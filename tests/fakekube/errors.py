@@ -80,24 +80,18 @@ def _details(rt: ResourceType, name: str, uid: str | None = None) -> Obj:
 
 
 def not_found(rt: ResourceType, name: str) -> ApiError:
-    return ApiError(
-        status_object(404, "NotFound", f'{rt.group_resource} "{name}" not found', _details(rt, name))
-    )
+    return ApiError(status_object(404, "NotFound", f'{rt.group_resource} "{name}" not found', _details(rt, name)))
 
 
 def namespace_not_found(namespace: str) -> ApiError:
     return ApiError(
-        status_object(
-            404, "NotFound", f'namespaces "{namespace}" not found', {"name": namespace, "kind": "namespaces"}
-        )
+        status_object(404, "NotFound", f'namespaces "{namespace}" not found', {"name": namespace, "kind": "namespaces"})
     )
 
 
 def already_exists(rt: ResourceType, name: str) -> ApiError:
     return ApiError(
-        status_object(
-            409, "AlreadyExists", f'{rt.group_resource} "{name}" already exists', _details(rt, name)
-        )
+        status_object(409, "AlreadyExists", f'{rt.group_resource} "{name}" already exists', _details(rt, name))
     )
 
 
@@ -124,9 +118,7 @@ def invalid(rt: ResourceType, name: str, causes: list[Obj]) -> ApiError:
         details["group"] = rt.group
     details["kind"] = rt.kind
     details["causes"] = causes
-    return ApiError(
-        status_object(422, "Invalid", f'{rt.qualified_kind} "{name}" is invalid: {summary}', details)
-    )
+    return ApiError(status_object(422, "Invalid", f'{rt.qualified_kind} "{name}" is invalid: {summary}', details))
 
 
 def bad_request(message: str) -> ApiError:
@@ -135,9 +127,7 @@ def bad_request(message: str) -> ApiError:
 
 def internal_error(cause: str) -> ApiError:
     return ApiError(
-        status_object(
-            500, "InternalError", f"Internal error occurred: {cause}", {"causes": [{"message": cause}]}
-        )
+        status_object(500, "InternalError", f"Internal error occurred: {cause}", {"causes": [{"message": cause}]})
     )
 
 

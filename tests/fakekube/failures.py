@@ -40,8 +40,6 @@ class InjectedFailure:
         if self.code == 500:
             return errors.internal_error(self.message or "injected failure")
         reason = errors.REASONS_BY_CODE.get(self.code, "")
-        status = errors.status_object(
-            self.code, reason, self.message or f"injected failure ({self.code})", {}
-        )
+        status = errors.status_object(self.code, reason, self.message or f"injected failure ({self.code})", {})
         headers = {"Retry-After": str(self.retry_after_s)} if self.code in (503, 504) else {}
         return errors.ApiError(status, headers)

@@ -25,9 +25,7 @@ if TYPE_CHECKING:
 Obj = dict[str, Any]
 
 RUNTIME_ANNOTATION = "fake.kuota.dev/runtime-seconds"  # float seconds of wall-clock run time
-FAIL_ANNOTATION = (
-    "fake.kuota.dev/fail"  # "true": the Job fails with BackoffLimitExceeded when its runtime is up
-)
+FAIL_ANNOTATION = "fake.kuota.dev/fail"  # "true": the Job fails with BackoffLimitExceeded when its runtime is up
 
 log = logging.getLogger(__name__)
 
@@ -242,9 +240,7 @@ class FakeKubelet:
                 status["succeeded"] = int(spec.get("completions") or spec.get("parallelism", 1))
                 status["completionTime"] = now
                 message = "Reached expected number of succeeded pods"
-                _set_condition(
-                    status, _condition("SuccessCriteriaMet", "True", "CompletionsReached", message)
-                )
+                _set_condition(status, _condition("SuccessCriteriaMet", "True", "CompletionsReached", message))
                 _set_condition(status, _condition("Complete", "True", "CompletionsReached", message))
 
         result = await self._write_status(namespace, name, completed)

@@ -64,11 +64,7 @@ def _patch_precondition(content_type: str, patch: Any) -> str | None:
     """A resourceVersion written in the patch itself is a precondition, as in the real apiserver."""
     if content_type == JSON_PATCH and isinstance(patch, list):
         for op in patch:
-            if (
-                isinstance(op, dict)
-                and op.get("path") == "/metadata/resourceVersion"
-                and op.get("op") != "remove"
-            ):
+            if isinstance(op, dict) and op.get("path") == "/metadata/resourceVersion" and op.get("op") != "remove":
                 return str(op.get("value"))
         return None
     if isinstance(patch, dict):
@@ -78,9 +74,7 @@ def _patch_precondition(content_type: str, patch: Any) -> str | None:
 
 
 class Registry:
-    def __init__(
-        self, store: ObjectStore, webhooks: WebhookDispatcher, *, require_namespaces: bool = True
-    ) -> None:
+    def __init__(self, store: ObjectStore, webhooks: WebhookDispatcher, *, require_namespaces: bool = True) -> None:
         self.store = store
         self.webhooks = webhooks
         self.require_namespaces = require_namespaces
@@ -106,9 +100,7 @@ class Registry:
                 f"({rt.api_version})"
             )
         if kind != rt.kind:
-            raise errors.bad_request(
-                f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
-            )
+            raise errors.bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise errors.bad_request("metadata must be an object")
@@ -311,13 +303,9 @@ class Registry:
         if content_type == APPLY_PATCH:
             if not field_manager:
                 raise errors.bad_request(
-                    'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
-                    "is required for apply patch"
+                    'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch'
                 )
-            if (
-                self.store.get(rt.storage, namespace if rt.namespaced else "", name) is None
-                and not subresource
-            ):
+            if self.store.get(rt.storage, namespace if rt.namespaced else "", name) is None and not subresource:
                 body = self._decode(rt, patch, namespace, name)
                 created = await self.create(
                     rt,
@@ -371,9 +359,7 @@ class Registry:
         name = str(old["metadata"]["name"])
         namespace = str(old["metadata"].get("namespace") or "")
         strategies.apply_defaults(rt, obj)
-        attrs = AdmissionAttributes(
-            rt, subresource, "UPDATE", namespace, name, obj, old, user, dry_run, options
-        )
+        attrs = AdmissionAttributes(rt, subresource, "UPDATE", namespace, name, obj, old, user, dry_run, options)
         obj = await self.webhooks.mutate(attrs, warnings) or obj
         strategies.prepare_for_update(rt, obj, old, subresource)
         strategies.validate(rt, obj, old)
@@ -434,9 +420,7 @@ class Registry:
         if dry_run:
             return self._delete_response(rt, old)
         try:
-            tombstone = self.store.delete(
-                rt.storage, namespace if rt.namespaced else "", name, expected_rv or None
-            )
+            tombstone = self.store.delete(rt.storage, namespace if rt.namespaced else "", name, expected_rv or None)
         except NotFoundInStore:
             raise errors.not_found(rt, name) from None
         except VersionMismatch:

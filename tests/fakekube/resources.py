@@ -15,17 +15,11 @@ ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "up
 # passes here with an unsupported selector would fail against a real cluster.
 _META_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
 _CORE_EVENT_FIELDS = frozenset(
-    {
-        f"involvedObject.{k}"
-        for k in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
-    }
+    {f"involvedObject.{k}" for k in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")}
     | {"reason", "reportingComponent", "source", "type"}
 )
 _EVENTS_V1_FIELDS = frozenset(
-    {
-        f"regarding.{k}"
-        for k in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
-    }
+    {f"regarding.{k}" for k in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")}
     | {"reason", "reportingController", "type"}
 )
 _POD_FIELDS = frozenset(
@@ -304,9 +298,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     CERTIFICATES,
 )
 
-_BY_PATH: dict[tuple[str, str, str], ResourceType] = {
-    (r.group, r.version, r.plural): r for r in RESOURCE_TYPES
-}
+_BY_PATH: dict[tuple[str, str, str], ResourceType] = {(r.group, r.version, r.plural): r for r in RESOURCE_TYPES}
 
 
 def lookup(group: str, version: str, plural: str) -> ResourceType | None:

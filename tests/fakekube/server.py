@@ -355,9 +355,7 @@ class FakeKubeServer:
                 request.path,
                 request.query_string,
                 verb,
-                (target.rt.group_resource + (f"/{target.subresource}" if target.subresource else ""))
-                if target
-                else "",
+                (target.rt.group_resource + (f"/{target.subresource}" if target.subresource else "")) if target else "",
                 (target.namespace or "") if target else "",
                 (target.name or "") if target else "",
                 response.status,
@@ -442,9 +440,7 @@ class FakeKubeServer:
                 raise errors.bad_request(f'Unsupported value: "{value}": supported values: "All"')
         return bool(values)
 
-    async def _serve(
-        self, request: web.Request, verb: str, target: _Target, user: UserInfo
-    ) -> web.StreamResponse:
+    async def _serve(self, request: web.Request, verb: str, target: _Target, user: UserInfo) -> web.StreamResponse:
         rt, q = target.rt, request.query
         warnings: list[str] = []
         namespace = target.namespace or ""
@@ -470,9 +466,7 @@ class FakeKubeServer:
             )
             if discovery.wants_table(request.headers.get("Accept", "")):
                 meta = listing["metadata"]
-                return _json(
-                    discovery.table(rt, listing["items"], meta["resourceVersion"], meta.get("continue"))
-                )
+                return _json(discovery.table(rt, listing["items"], meta["resourceVersion"], meta.get("continue")))
             return _json(listing)
         dry_run = self._dry_run(request)
         field_manager = q.get("fieldManager")

@@ -121,9 +121,7 @@ class ObjectStore:
     def list(self, storage: str, namespace: str | None = None) -> Objects:
         """Current objects in key order (namespace, name), like an etcd range read."""
         objects = self._objects.get(storage, {})
-        return [
-            clone(objects[key]) for key in sorted(objects) if namespace is None or key[0] == namespace
-        ]
+        return [clone(objects[key]) for key in sorted(objects) if namespace is None or key[0] == namespace]
 
     def snapshot(self, storage: str, resource_version: int) -> Objects:
         """The objects as they were at resource_version, rebuilt by undoing newer history (what etcd's MVCC
@@ -146,11 +144,7 @@ class ObjectStore:
     def events_since(self, resource_version: int, storages: frozenset[str] | None = None) -> EventList:
         if resource_version < self._compacted_rv:
             raise Compacted(resource_version, self._compacted_rv)
-        return [
-            e
-            for e in self._history
-            if e.rv > resource_version and (storages is None or e.storage in storages)
-        ]
+        return [e for e in self._history if e.rv > resource_version and (storages is None or e.storage in storages)]
 
     # writes
 

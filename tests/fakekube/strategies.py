@@ -214,9 +214,7 @@ def _generate_job_selector(job: Obj) -> None:
 
 
 def _qos_class(spec: Obj) -> str:
-    requests_or_limits = [
-        (c.get("resources") or {}) for c in spec.get("containers") or [] if isinstance(c, dict)
-    ]
+    requests_or_limits = [(c.get("resources") or {}) for c in spec.get("containers") or [] if isinstance(c, dict)]
     if not any(r.get("requests") or r.get("limits") for r in requests_or_limits):
         return "BestEffort"
     guaranteed = all(
@@ -340,9 +338,7 @@ def _validate_annotations(annotations: Any) -> list[Obj]:
         if problem := _key_problem(key):
             causes.append(errors.invalid_value("metadata.annotations", key, problem))
         if not isinstance(value, str):
-            causes.append(
-                errors.invalid_value("metadata.annotations", value, "annotation values must be strings")
-            )
+            causes.append(errors.invalid_value("metadata.annotations", value, "annotation values must be strings"))
     return causes
 
 
@@ -371,33 +367,23 @@ def _validate_job(job: Obj, old: Obj | None) -> list[Obj]:
     template = spec.get("template") or {}
     pod_spec = template.get("spec") or {}
     causes += _validate_pod_spec(pod_spec, "spec.template.spec")
-    causes += _validate_labels(
-        (template.get("metadata") or {}).get("labels"), "spec.template.metadata.labels"
-    )
+    causes += _validate_labels((template.get("metadata") or {}).get("labels"), "spec.template.metadata.labels")
     restart = pod_spec.get("restartPolicy")
     if restart not in ("Never", "OnFailure"):
-        causes.append(
-            errors.not_supported("spec.template.spec.restartPolicy", restart, ["OnFailure", "Never"])
-        )
+        causes.append(errors.not_supported("spec.template.spec.restartPolicy", restart, ["OnFailure", "Never"]))
     for counter in ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds"):
         value = spec.get(counter)
         if value is not None and (not isinstance(value, int) or value < 0):
-            causes.append(
-                errors.invalid_value(f"spec.{counter}", value, "must be greater than or equal to 0")
-            )
+            causes.append(errors.invalid_value(f"spec.{counter}", value, "must be greater than or equal to 0"))
     if old is None:
         return causes
     old_spec = old.get("spec") or {}
     for immutable in ("selector", "completionMode", "completions", "manualSelector", "podFailurePolicy"):
         if spec.get(immutable) != old_spec.get(immutable):
-            causes.append(
-                errors.invalid_value(f"spec.{immutable}", spec.get(immutable), "field is immutable")
-            )
+            causes.append(errors.invalid_value(f"spec.{immutable}", spec.get(immutable), "field is immutable"))
     old_template = old_spec.get("template") or {}
     if template != old_template:
-        suspended_never_started = bool(old_spec.get("suspend")) and not (old.get("status") or {}).get(
-            "startTime"
-        )
+        suspended_never_started = bool(old_spec.get("suspend")) and not (old.get("status") or {}).get("startTime")
         if not suspended_never_started or _strip_directives(template) != _strip_directives(old_template):
             causes.append(errors.invalid_value("spec.template", "...", "field is immutable"))
     return causes
@@ -450,9 +436,7 @@ def _validate_webhooks(hooks: list[Any]) -> list[Obj]:
         seen.add(name)
         if hook.get("sideEffects") not in ("None", "NoneOnDryRun"):
             causes.append(
-                errors.not_supported(
-                    f"{path}.sideEffects", hook.get("sideEffects", ""), ["None", "NoneOnDryRun"]
-                )
+                errors.not_supported(f"{path}.sideEffects", hook.get("sideEffects", ""), ["None", "NoneOnDryRun"])
             )
         versions = hook.get("admissionReviewVersions")
         if not versions:
@@ -464,9 +448,7 @@ def _validate_webhooks(hooks: list[Any]) -> list[Obj]:
                 )
             )
         if hook.get("failurePolicy") not in ("Fail", "Ignore"):
-            causes.append(
-                errors.not_supported(f"{path}.failurePolicy", hook.get("failurePolicy"), ["Fail", "Ignore"])
-            )
+            causes.append(errors.not_supported(f"{path}.failurePolicy", hook.get("failurePolicy"), ["Fail", "Ignore"]))
         timeout = hook.get("timeoutSeconds")
         if not isinstance(timeout, int) or not 1 <= timeout <= 30:
             causes.append(
@@ -483,8 +465,6 @@ def _validate_webhooks(hooks: list[Any]) -> list[Obj]:
             )
         elif url and not str(url).startswith("https://"):
             causes.append(
-                errors.invalid_value(
-                    f"{path}.clientConfig.url", url, "'https' is the only allowed URL scheme"
-                )
+                errors.invalid_value(f"{path}.clientConfig.url", url, "'https' is the only allowed URL scheme")
             )
     return causes

@@ -50,9 +50,7 @@ def job_manifest(
     spec: Obj = {
         "template": {
             "spec": {
-                "containers": [
-                    {"name": "main", "image": "busybox:1.36", "resources": {"requests": {"cpu": cpu}}}
-                ],
+                "containers": [{"name": "main", "image": "busybox:1.36", "resources": {"requests": {"cpu": cpu}}}],
                 "restartPolicy": "Never",
             }
         }

@@ -48,9 +48,7 @@ class WatchRequest:
     send_initial_events: bool
 
     def matches(self, wire: Obj) -> bool:
-        return bool(
-            self.label_match((wire.get("metadata") or {}).get("labels") or {}) and self.field_match(wire)
-        )
+        return bool(self.label_match((wire.get("metadata") or {}).get("labels") or {}) and self.field_match(wire))
 
     def bookmark(self, resource_version: int, *, initial_events_end: bool = False) -> Obj:
         metadata: Obj = {"resourceVersion": str(resource_version)}

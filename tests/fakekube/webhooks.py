@@ -150,9 +150,7 @@ class WebhookDispatcher:
         if _exempt(attrs):
             return
         hooks = [h for h in self._hooks(VALIDATING_WEBHOOKS) if self._matches(h.spec, attrs)]
-        outcomes = await asyncio.gather(
-            *(self._call_with_policy(h, attrs) for h in hooks), return_exceptions=True
-        )
+        outcomes = await asyncio.gather(*(self._call_with_policy(h, attrs) for h in hooks), return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
@@ -197,9 +195,7 @@ class WebhookDispatcher:
             operations = loads(base64.b64decode(response["patch"]))
             patched = json_patch(obj, operations)
         except (ValueError, PatchError) as exc:
-            raise errors.internal_error(
-                f"JSON patch from webhook {hook.name!r} could not be applied: {exc}"
-            ) from None
+            raise errors.internal_error(f"JSON patch from webhook {hook.name!r} could not be applied: {exc}") from None
         if not isinstance(patched, dict):
             raise errors.internal_error(f"webhook {hook.name!r} patched the object into a non-object")
         return patched
@@ -275,8 +271,7 @@ class WebhookDispatcher:
         if status != 200:
             text = body.decode(errors="replace")[:200]
             raise _CallFailed(
-                f'failed to call webhook: an error on the server ("{text}") '
-                "has prevented the request from succeeding"
+                f'failed to call webhook: an error on the server ("{text}") has prevented the request from succeeding'
             )
         return _check_response(body, uid)
 

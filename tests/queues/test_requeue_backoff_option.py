@@ -33,5 +33,3 @@ async def test_the_backoff_reaches_the_controller(tmp_path: Path) -> None:
         assert runtime.controller.backoff_base_ms == 1_500
     finally:
         await component.stop()
-
-
