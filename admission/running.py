@@ -84,8 +84,9 @@ class RunningWorkloads(MutableMapping[str, Workload]):
         A copy, so that a search may remove and restore workloads while it walks it.
         """
         order = self._ordered()
-        start = 0 if evicting else bisect_left(order, (True, _LOWEST, _LOWEST, ""))
-        end = bisect_left(order, (True, _LOWEST, _LOWEST, "")) if evicting else len(order)
+        # Evicting workloads sort first (their key starts with False): the rest begins at the first True.
+        boundary = bisect_left(order, (True, _LOWEST, _LOWEST, ""))
+        start, end = (0, boundary) if evicting else (boundary, len(order))
         if below_priority is not None:
             end = bisect_left(order, (not evicting, below_priority, _LOWEST, ""), start, end)
         return order[start:end]

@@ -23,14 +23,21 @@ class Snapshot:
         tree: QuotaTree,
         admitted: Iterable[Workload],
         factors: Mapping[str, Fraction] | None = None,
+        *,
+        running: Mapping[str, RunningWorkloads] | None = None,
+        usage: dict[str, dict[FlavorResource, int]] | None = None,
+        log_charges: bool = False,
     ) -> None:
+        """`running` and `usage` (by workload name) are shared with the caller, not copied (see `of_running`)."""
         self.config = config
         self.tree = tree
         self.fair_sharing = config.fair_sharing.enabled
         self.factors: Mapping[str, Fraction] = factors or {}
-        self.workloads: dict[str, RunningWorkloads] = {name: RunningWorkloads() for name in tree.teams}
-        self._usage: dict[str, dict[FlavorResource, int]] = {}
-        self._charges: list[tuple[Node, Mapping[FlavorResource, int]]] | None = None
+        self.workloads: dict[str, RunningWorkloads] = (
+            dict(running) if running is not None else {name: RunningWorkloads() for name in tree.teams}
+        )
+        self._usage: dict[str, dict[FlavorResource, int]] = usage if usage is not None else {}
+        self._charges: list[tuple[Node, Mapping[FlavorResource, int]]] | None = [] if log_charges else None
         for workload in admitted:
             self.add_workload(workload)
 
@@ -52,7 +59,7 @@ class Snapshot:
         config: QuotaConfig,
         tree: QuotaTree,
         by_team: Mapping[str, RunningWorkloads],
-        usage: Mapping[str, dict[FlavorResource, int]],
+        usage: dict[str, dict[FlavorResource, int]],
         factors: Mapping[str, Fraction] | None = None,
         *,
         share_tree: bool = False,
@@ -64,15 +71,15 @@ class Snapshot:
         cycle does change for good (`charge`), is copied, or with `share_tree` used as it is with every charge
         logged, for `release()` to take back once the cycle is over (copying it was a tenth of a busy cycle).
         """
-        snapshot = cls.__new__(cls)
-        snapshot.config = config
-        snapshot.tree = tree if share_tree else tree.copy()
-        snapshot.fair_sharing = config.fair_sharing.enabled
-        snapshot.factors = factors or {}
-        snapshot.workloads = dict(by_team)
-        snapshot._usage = usage  # type: ignore[assignment]
-        snapshot._charges = [] if share_tree else None
-        return snapshot
+        return cls(
+            config,
+            tree if share_tree else tree.copy(),
+            (),
+            factors,
+            running=by_team,
+            usage=usage,
+            log_charges=share_tree,
+        )
 
     def charge(self, team: Node, usage: Mapping[FlavorResource, int]) -> None:
         """Charge `usage` to `team` for the rest of the cycle (an admission, a reservation)."""
