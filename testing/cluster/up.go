@@ -46,6 +46,8 @@ var controllers = []string{
 	"replicaset-controller",
 	"deployment-controller",
 	"disruption-controller",
+	// The built-in admin/edit/view roles are aggregated from labelled ClusterRoles by this controller.
+	"clusterrole-aggregation-controller",
 }
 
 // state is what `up` writes to DIR/cluster.json: a later `up` on the same folder (a restarted API server) finds

@@ -1,12 +1,21 @@
-"""The end-to-end rig: the fake API server, kuota's real webhook over TLS registered from config/deploy, kuota's
-controller component in-process (as `kuota serve --components controller` builds it), a fake kubelet, and a
-SQLite ledger."""
+"""The end-to-end rig, on the real control plane of testing/cluster.
+
+One control plane per test session (kube-apiserver, etcd, controller-manager, scheduler, kwok with four GPU
+nodes), because starting it costs seconds; each test gets its own namespace, which is deleted afterwards. kuota's
+identity is installed from config/deploy (Namespace, ServiceAccount, RBAC) and the controller runs with that
+ServiceAccount's token, so every request it makes is authorised by the shipped least-privilege roles. The webhooks
+are registered from config/deploy/webhooks.yaml with only `clientConfig` rewritten (a 127.0.0.1 URL and its
+caBundle), so kube-apiserver itself evaluates their CEL matchConditions and calls kuota's webhook server over
+TLS. Users act as `alice`, impersonated, with the built-in `edit` role in the test's namespace.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncIterator, Awaitable, Callable
+import itertools
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,18 +24,27 @@ import pytest
 import trustme
 import yaml
 from kubernetes_asyncio import client
+from kubernetes_asyncio import config as kube_config
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from kuota.components.controller import ControllerComponent
 from kuota.runtime import Runtime
-from tests.fakekube import FakeKubelet, FakeKubeServer
+from tests.kube.controlplane import ControlPlane
+from tests.kube.manifests import Obj, job_manifest
+from tests.kube.proxy import FaultProxy
 from webhooks.server import WebhookServer
-from webhooks.state import DEFAULT_SERVICE_ACCOUNT, WebhookState
+from webhooks.state import WebhookState
 from webhooks.tls import ReloadingTLS
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
-QUOTA = HERE / "quota.yaml"
-WEBHOOKS = REPO / "config" / "deploy" / "webhooks.yaml"
+DEPLOY = REPO / "config" / "deploy"
+QUOTA_TEMPLATE = HERE / "quota.yaml"
+WEBHOOKS = DEPLOY / "webhooks.yaml"
+KUOTA_SA = ("kuota-system", "kuota")
+USER = "alice"
+QUEUE = {"kuota.dev/queue": "ml"}
+_names = itertools.count()
 
 
 @dataclass
@@ -43,40 +61,41 @@ class Options:
     config_map: str | None = None
     kube_qps: float = 200.0
     kube_burst: int = 400
-    requeue_backoff_ms: int = 10_000
+    requeue_backoff_ms: int = 1_000
 
 
-@dataclass
-class Rig:
-    server: FakeKubeServer
-    kubelet: FakeKubelet
-    tmp: Path
-    batch: client.BatchV1Api
-    core: client.CoreV1Api
-    controllers: list[ControllerComponent] = field(default_factory=list)
-
-    @property
-    def database_url(self) -> str:
-        return f"sqlite+aiosqlite:///{self.tmp / 'ledger.db'}"
-
-    async def controller(self, **overrides: Any) -> ControllerComponent:
-        kubeconfig = self.server.kubeconfig(self.tmp / f"kc-{len(self.controllers)}", user=DEFAULT_SERVICE_ACCOUNT)
-        options = Options(config=QUOTA, kubeconfig=kubeconfig, database_url=self.database_url)
-        for key, value in overrides.items():
-            setattr(options, key, value)
-        runtime = Runtime.from_file(QUOTA) if options.config is not None else Runtime.__new__(Runtime)
-        component = ControllerComponent(options, runtime)
-        await component.start()
-        self.controllers.append(component)
-        return component
-
-    def job(self, name: str) -> dict[str, Any]:
-        job = self.server.get_object("Job", "default", name)
-        assert job is not None, name
-        return job
+def install_identity(plane: ControlPlane) -> None:
+    """kuota's Namespace, ServiceAccount and least-privilege RBAC, exactly as config/deploy ships them."""
+    files = [DEPLOY / name for name in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml")]
+    plane.kubectl("apply", "--server-side", *itertools.chain.from_iterable(("-f", str(f)) for f in files))
 
 
-async def eventually(check: Callable[[], Any | Awaitable[Any]], timeout_s: float = 10.0, what: str = "") -> Any:
+def start_control_plane(root: Path, **kwargs: Any) -> ControlPlane:
+    plane = ControlPlane(root)
+    plane.up(nodes=kwargs.pop("nodes", 4), **kwargs)
+    install_identity(plane)
+    return plane
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    plane = start_control_plane(tmp_path_factory.mktemp("cluster"))
+    try:
+        yield plane
+    finally:
+        plane.down()
+
+
+async def admin_client(plane: ControlPlane, *, impersonate: str | None = None) -> client.ApiClient:
+    configuration = client.Configuration()
+    await kube_config.load_kube_config(config_file=str(plane.kubeconfig), client_configuration=configuration)
+    api = client.ApiClient(configuration)
+    if impersonate is not None:
+        api.set_default_header("Impersonate-User", impersonate)
+    return api
+
+
+async def eventually(check: Callable[[], Any | Awaitable[Any]], timeout_s: float = 20.0, what: str = "") -> Any:
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
         value = check()
@@ -86,39 +105,216 @@ async def eventually(check: Callable[[], Any | Awaitable[Any]], timeout_s: float
             return value
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"not reached in {timeout_s}s: {what or check}")
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.1)
 
 
-async def start_webhook(server: FakeKubeServer, tmp: Path) -> WebhookServer:
-    ca = trustme.CA()
-    leaf = ca.issue_cert("kuota-webhook.kuota-system.svc", "127.0.0.1")
-    cert, key = tmp / "tls.crt", tmp / "tls.key"
-    leaf.cert_chain_pems[0].write_to_path(str(cert))
-    leaf.private_key_pem.write_to_path(str(key))
-    state = WebhookState.from_file(QUOTA)
-    webhook = WebhookServer(state, ReloadingTLS(cert, key), host="127.0.0.1", port=0, shutdown_timeout=0.5)
-    await webhook.start()
-    bundle = base64.b64encode(ca.cert_pem.bytes()).decode()
-    mutating, validating = list(yaml.safe_load_all(WEBHOOKS.read_text()))
-    for document in (mutating, validating):
-        for hook in document["webhooks"]:
-            hook["clientConfig"]["caBundle"] = bundle
-    server.register_webhooks(mutating=mutating, validating=validating)
-    server.set_service_url("kuota-system", "kuota-webhook", f"https://127.0.0.1:{webhook.port}")
-    return webhook
+class Webhook:
+    """kuota's webhook server on 127.0.0.1, registered with kube-apiserver from config/deploy/webhooks.yaml."""
+
+    def __init__(self, plane: ControlPlane, tmp: Path, quota: Path) -> None:
+        self.plane, self.tmp, self.quota = plane, tmp, quota
+        self.server: WebhookServer | None = None
+
+    async def start(self) -> None:
+        ca = trustme.CA()
+        leaf = ca.issue_cert("kuota-webhook.kuota-system.svc", "127.0.0.1")
+        cert, key = self.tmp / "webhook.crt", self.tmp / "webhook.key"
+        leaf.cert_chain_pems[0].write_to_path(str(cert))
+        leaf.private_key_pem.write_to_path(str(key))
+        self.server = WebhookServer(
+            WebhookState.from_file(self.quota),
+            ReloadingTLS(cert, key),
+            host="127.0.0.1",
+            port=0,
+            shutdown_timeout=0.5,
+        )
+        await self.server.start()
+        bundle = base64.b64encode(ca.cert_pem.bytes()).decode()
+        documents = list(yaml.safe_load_all(WEBHOOKS.read_text()))
+        for document in documents:
+            for hook in document["webhooks"]:
+                path = hook["clientConfig"]["service"]["path"]
+                hook["clientConfig"] = {"url": f"https://127.0.0.1:{self.server.port}{path}", "caBundle": bundle}
+        manifest = yaml.safe_dump_all(documents)
+        await asyncio.to_thread(
+            self.plane.kubectl, "apply", "--server-side", "--force-conflicts", "-f", "-", input=manifest
+        )
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop()
+
+
+@dataclass
+class Rig:
+    plane: ControlPlane
+    tmp: Path
+    namespace: str
+    quota: Path
+    admin: client.ApiClient
+    user: client.ApiClient
+    controllers: list[ControllerComponent] = field(default_factory=list)
+    proxies: list[FaultProxy] = field(default_factory=list)
+
+    @property
+    def database_url(self) -> str:
+        return f"sqlite+aiosqlite:///{self.tmp / 'ledger.db'}"
+
+    @property
+    def batch(self) -> client.BatchV1Api:
+        """The Jobs API as the user alice (RBAC: edit in this namespace)."""
+        return client.BatchV1Api(self.user)
+
+    def kuota_kubeconfig(self, *, server: str | None = None, name: str = "kuota") -> Path:
+        token = self.plane.token(*KUOTA_SA)
+        return self.plane.token_kubeconfig(self.tmp / f"kubeconfig-{name}-{next(_names)}", token, server=server)
+
+    async def proxy(self) -> FaultProxy:
+        proxy = await FaultProxy(self.plane.server, self.plane.pki, self.tmp / f"proxy-{len(self.proxies)}").start()
+        self.proxies.append(proxy)
+        return proxy
+
+    async def controller(self, *, via: FaultProxy | None = None, **overrides: Any) -> ControllerComponent:
+        kubeconfig = await asyncio.to_thread(self.kuota_kubeconfig, server=via.url if via else None)
+        options = Options(config=self.quota, kubeconfig=kubeconfig, database_url=self.database_url)
+        for key, value in overrides.items():
+            setattr(options, key, value)
+        component = ControllerComponent(options, Runtime.from_file(self.quota))
+        await component.start()
+        self.controllers.append(component)
+        return component
+
+    def manifest(self, name: str, **kwargs: Any) -> Obj:
+        labels = {**QUEUE, **kwargs.pop("labels", {})}
+        return job_manifest(name, namespace=self.namespace, labels=labels, **kwargs)
+
+    async def create_job(self, name: str, **kwargs: Any) -> Obj:
+        body = self.manifest(name, **kwargs)
+        created = await self.batch.create_namespaced_job(self.namespace, body)
+        return self.admin.sanitize_for_serialization(created)  # type: ignore[no-any-return]
+
+    async def job(self, name: str) -> Obj:
+        job = await client.BatchV1Api(self.admin).read_namespaced_job(name, self.namespace)
+        return self.admin.sanitize_for_serialization(job)  # type: ignore[no-any-return]
+
+    async def job_matches(self, name: str, predicate: Callable[[Obj], Any]) -> Any:
+        return predicate(await self.job(name))
+
+    async def wait_job(self, name: str, predicate: Callable[[Obj], Any], what: str, timeout_s: float = 20.0) -> Obj:
+        await eventually(lambda: self.job_matches(name, predicate), timeout_s=timeout_s, what=f"{name}: {what}")
+        return await self.job(name)
+
+    async def annotations(self, name: str) -> dict[str, str]:
+        return (await self.job(name))["metadata"].get("annotations") or {}
+
+    async def reasons(self, name: str) -> list[str]:
+        events = await client.CoreV1Api(self.admin).list_namespaced_event(self.namespace)
+        return [e.reason for e in events.items if e.involved_object.name == name]
+
+    async def pods(self, job: str) -> list[Obj]:
+        pods = await client.CoreV1Api(self.admin).list_namespaced_pod(self.namespace, label_selector=f"job-name={job}")
+        return [self.admin.sanitize_for_serialization(p) for p in pods.items]
+
+
+def suspended(job: Obj) -> bool:
+    return bool(job["spec"].get("suspend"))
+
+
+def running(job: Obj) -> bool:
+    return job["spec"].get("suspend") is False
+
+
+async def make_namespace(admin: client.ApiClient, name: str, labels: dict[str, str] | None = None) -> None:
+    core = client.CoreV1Api(admin)
+    await core.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
+    # alice may do in this namespace what the built-in `edit` role allows: create, patch and delete Jobs.
+    await client.RbacAuthorizationV1Api(admin).create_namespaced_role_binding(
+        name,
+        {
+            "metadata": {"name": "alice-edit"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}],
+        },
+    )
+    # The namespace's default ServiceAccount (the controller-manager creates it) must exist before Jobs make pods.
+    await eventually(
+        lambda: _has_default_sa(core, name), timeout_s=30, what=f"namespace {name} gets its default ServiceAccount"
+    )
+
+
+async def _has_default_sa(core: client.CoreV1Api, namespace: str) -> bool:
+    try:
+        await core.read_namespaced_service_account("default", namespace)
+    except ApiException:
+        return False
+    return True
+
+
+async def delete_namespace(admin: client.ApiClient, name: str, *, wait_s: float = 60.0) -> None:
+    core = client.CoreV1Api(admin)
+    try:
+        await core.delete_namespace(name)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+    async def gone() -> bool:
+        try:
+            await core.read_namespace(name)
+        except ApiException as exc:
+            return exc.status == 404
+        return False
+
+    if wait_s:
+        await eventually(gone, timeout_s=wait_s, what=f"namespace {name} deleted")
+
+
+def write_quota(tmp: Path, namespace: str, extra: str = "", template: Path = QUOTA_TEMPLATE) -> Path:
+    """tests/e2e/quota.yaml for this test's namespace, plus what a test's `quota_extra` marker appends."""
+    quota = tmp / "quota.yaml"
+    quota.write_text(template.read_text().replace("NAMESPACE", namespace) + extra.replace("NAMESPACE", namespace))
+    return quota
 
 
 @pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    async with FakeKubeServer(bookmark_interval_s=0.2) as server:
-        await server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kuota-system"}})
-        webhook = await start_webhook(server, tmp_path)
-        api = await server.api_client(user="alice")
-        async with FakeKubelet(server, default_runtime_s=0.5) as kubelet:
-            rig = Rig(server, kubelet, tmp_path, client.BatchV1Api(api), client.CoreV1Api(api))
-            try:
-                yield rig
-            finally:
-                for component in rig.controllers:
-                    await component.stop()
+async def rig(control_plane: ControlPlane, tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Rig]:
+    marker = request.node.get_closest_marker("quota_extra")
+    labels = request.node.get_closest_marker("namespace_labels")
+    async for value in rig_on(
+        control_plane,
+        tmp_path,
+        quota_extra=marker.args[0] if marker else "",
+        namespace_labels=labels.args[0] if labels else None,
+    ):
+        yield value
+
+
+async def rig_on(
+    plane: ControlPlane, tmp_path: Path, *, quota_extra: str = "", namespace_labels: dict[str, str] | None = None
+) -> AsyncIterator[Rig]:
+    namespace = f"e2e-{os.getpid() % 1000}-{next(_names)}"
+    admin = await admin_client(plane)
+    user = await admin_client(plane, impersonate=USER)
+    await make_namespace(admin, namespace, namespace_labels)
+    quota = write_quota(tmp_path, namespace, quota_extra)
+    webhook = Webhook(plane, tmp_path, quota)
+    await webhook.start()
+    rig = Rig(plane, tmp_path, namespace, quota, admin, user)
+    try:
+        yield rig
+    finally:
+        for component in rig.controllers:
+            await component.stop()
+        for proxy in rig.proxies:
+            await proxy.stop()
+        # Deleted in the background: the namespace controller takes seconds, and nothing of the next test's
+        # depends on it (its own namespace, quota file and queue; leftover Jobs name a queue it does not know).
+        await delete_namespace(admin, namespace, wait_s=0)
         await webhook.stop()
+        try:
+            await client.CoordinationV1Api(admin).delete_namespaced_lease("kuota-controller", "kuota-system")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        await user.close()
+        await admin.close()

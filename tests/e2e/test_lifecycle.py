@@ -1,71 +1,66 @@
-"""A Job's life through kuota on a (fake) cluster: queued by the webhook, admitted by the controller, run by the
-kubelet, released in the ledger; and the ways a user cannot skip the queue."""
+"""A Job's life through kuota on the real control plane: kube-apiserver calls kuota's webhook, which queues the
+Job; the controller admits it with its ServiceAccount's token; the Job controller makes pods, the scheduler binds
+them to a kwok GPU node of the admitted flavor, they run and finish; the ledger closes the interval."""
 
 from __future__ import annotations
 
-import pytest
-from kubernetes_asyncio.client.exceptions import ApiException
 from sqlalchemy import text
 
-from tests.e2e.conftest import Rig, eventually
-from tests.fakekube.testing import job_manifest
-
-QUEUE = {"kuota.dev/queue": "ml"}
+from tests.e2e.conftest import Rig, eventually, running, suspended
+from tests.kube.manifests import complete
 
 
-def queued_job(name: str, *, cpu: str = "500m", runtime_s: float = 0.5, **labels: str) -> dict[str, object]:
-    return job_manifest(name, labels={**QUEUE, **labels}, cpu=cpu, runtime_s=runtime_s)
-
-
-def complete(job: dict[str, object]) -> bool:
-    conditions = (job.get("status") or {}).get("conditions") or []  # type: ignore[attr-defined]
-    return any(c["type"] == "Complete" and c["status"] == "True" for c in conditions)
-
-
-async def test_job_is_queued_admitted_run_and_released(rig: Rig) -> None:
+async def test_job_is_queued_admitted_scheduled_run_and_released(rig: Rig) -> None:
     controller = await rig.controller()
-    created = await rig.batch.create_namespaced_job("default", queued_job("train", runtime_s=0.8))
-    assert created.spec.suspend is True  # the mutating webhook queued it
+    created = await rig.create_job("train", cpu="500m", runtime_s=2)
+    assert created["spec"]["suspend"] is True  # the mutating webhook queued it, called by kube-apiserver
 
-    admitted = await eventually(lambda: rig.job("train")["spec"].get("suspend") is False and rig.job("train"))
+    admitted = await rig.wait_job("train", running, "admitted")
     pod = admitted["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"kuota.dev/pool": "a"}
     assert {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     annotations = admitted["metadata"]["annotations"]
     assert annotations["kuota.dev/admitted-flavor"] == "pool-a"
-    assert annotations["kuota.dev/workload-id"] == "default/train"
+    assert annotations["kuota.dev/workload-id"] == f"{rig.namespace}/train"
 
-    await eventually(lambda: complete(rig.job("train")), what="the kubelet completes the Job")
+    # The scheduler placed the pod on a node of the flavor (its label and taint), and kwok ran it.
+    pods = await eventually(lambda: rig.pods("train"), what="the Job controller made a pod")
+    node = await eventually(lambda: _node_of(rig), what="the pod is bound to a node")
+    labels = (await _read_node(rig, node))["metadata"]["labels"]
+    assert labels["kuota.dev/pool"] == "a", pods
+    await rig.wait_job("train", complete, "completes", timeout_s=30)
+
     runtime = controller.runtime
     assert runtime.controller is not None
-    await eventually(lambda: "default/train" not in runtime.controller.manager.workloads, what="quota released")
+    workload = f"{rig.namespace}/train"
+    await eventually(lambda: workload not in runtime.controller.manager.workloads, what="quota released")
     assert not any(runtime.controller.manager.usage.values())
-
     assert runtime.ledger is not None
     await runtime.ledger.flush()
     async with runtime.ledger.engine.connect() as connection:
         rows = (await connection.execute(text("SELECT workload_id, ended_at FROM usage_intervals"))).all()
     assert rows and all(ended is not None for _, ended in rows)
+    assert {"Queued", "Admitted"} <= set(await rig.reasons("train"))
 
-    reasons = {e["reason"] for e in rig.server.objects("Event", "default")}
-    assert {"Queued", "Admitted"} <= reasons
+
+async def _node_of(rig: Rig) -> str | None:
+    pods = await rig.pods("train")
+    return next((p["spec"].get("nodeName") for p in pods if p["spec"].get("nodeName")), None)
+
+
+async def _read_node(rig: Rig, name: str) -> dict[str, object]:
+    from kubernetes_asyncio import client
+
+    node = await client.CoreV1Api(rig.admin).read_node(name)
+    return rig.admin.sanitize_for_serialization(node)  # type: ignore[no-any-return]
 
 
 async def test_second_job_waits_for_quota_then_runs(rig: Rig) -> None:
     await rig.controller()
-    await rig.batch.create_namespaced_job("default", queued_job("first", cpu="800m", runtime_s=1.0))
-    await eventually(lambda: rig.job("first")["spec"].get("suspend") is False)
-    await rig.batch.create_namespaced_job("default", queued_job("second", cpu="800m", runtime_s=0.2))
-    assert rig.job("second")["spec"]["suspend"] is True
-    await eventually(lambda: complete(rig.job("first")))
-    await eventually(lambda: complete(rig.job("second")), what="second admitted once first freed its quota")
-
-
-async def test_user_cannot_unsuspend_their_own_job(rig: Rig) -> None:
-    await rig.batch.create_namespaced_job("default", queued_job("sneaky"))  # no controller runs: it stays queued
-    with pytest.raises(ApiException) as denied:
-        await rig.batch.patch_namespaced_job(
-            "sneaky", "default", {"spec": {"suspend": False}}, _content_type="application/merge-patch+json"
-        )
-    assert denied.value.status == 403
-    assert "only kuota may start this Job" in denied.value.body
+    await rig.create_job("first", cpu="800m", runtime_s=3)
+    await rig.wait_job("first", running, "admitted")
+    await rig.create_job("second", cpu="800m", runtime_s=0.5)
+    await eventually(lambda: rig.reasons("second"), what="second seen by kuota")
+    assert suspended(await rig.job("second"))
+    await rig.wait_job("first", complete, "completes", timeout_s=30)
+    await rig.wait_job("second", complete, "admitted once first freed its quota, then completes", timeout_s=30)

@@ -1,64 +1,106 @@
-"""Preemption on a cluster: the victim is asked to checkpoint through its annotations, then suspended (when it
-answers, or when its priority class's checkpointTimeout runs out), requeued, and the preemptor runs."""
+"""Preemption on the real control plane, over both checkpoint hooks: the victim is asked to checkpoint (through
+its annotations, or by a POST to its checkpoint URL), then suspended when it answers or when its priority class's
+checkpointTimeout runs out; the Job controller deletes its pods, kuota requeues it, the preemptor runs, and when
+the victim is admitted again it is told where to resume."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
-from tests.e2e.conftest import Rig, eventually
-from tests.e2e.test_lifecycle import queued_job
+from aiohttp import web
+
+from tests.e2e.conftest import Rig, eventually, running, suspended
 
 MERGE = "application/merge-patch+json"
 
 
-def annotations(rig: Rig, name: str) -> dict[str, str]:
-    return rig.job(name)["metadata"].get("annotations") or {}
+async def start_victim_and_preemptor(rig: Rig, **victim: Any) -> None:
+    await rig.create_job("victim", cpu="800m", **victim)  # runs until stopped
+    await rig.wait_job("victim", running, "admitted")
+    await eventually(lambda: rig.pods("victim"), what="victim's pod exists")
+    await rig.create_job("urgent", cpu="800m", runtime_s=1, labels={"kuota.dev/priority-class": "high"})
 
 
-def reasons(rig: Rig, name: str) -> list[str]:
-    return [e["reason"] for e in rig.server.objects("Event", "default") if e["involvedObject"]["name"] == name]
-
-
-async def start_victim_and_preemptor(rig: Rig) -> None:
-    await rig.batch.create_namespaced_job("default", queued_job("victim", cpu="800m", runtime_s=60))
-    await eventually(lambda: rig.job("victim")["spec"].get("suspend") is False, what="victim admitted")
-    await rig.batch.create_namespaced_job(
-        "default", queued_job("urgent", cpu="800m", runtime_s=0.3, **{"kuota.dev/priority-class": "high"})
-    )
-
-
-async def test_checkpoint_handshake_acked_then_preemptor_runs(rig: Rig) -> None:
+async def test_annotation_handshake_acked_then_preemptor_runs(rig: Rig) -> None:
     controller = await rig.controller()
     await start_victim_and_preemptor(rig)
-    await eventually(lambda: "kuota.dev/checkpoint-requested-at" in annotations(rig, "victim"), what="checkpoint asked")
-    assert rig.job("victim")["spec"]["suspend"] is False  # not killed before it answers
+    await eventually(
+        lambda: rig.job_matches("victim", lambda j: "kuota.dev/checkpoint-requested-at" in j["metadata"]["annotations"]),
+        what="checkpoint asked",
+    )
+    assert running(await rig.job("victim"))  # not stopped before it answers
 
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    await rig.batch.patch_namespaced_job(  # the job's own checkpoint code answering
+    # The job's own checkpoint code answering: the annotations kuota documents (alice may set these two).
+    await rig.batch.patch_namespaced_job(
         "victim",
-        "default",
-        {
-            "metadata": {
-                "annotations": {"kuota.dev/checkpoint-completed-at": stamp, "kuota.dev/checkpoint-id": "ckpt-7"}
-            }
-        },
+        rig.namespace,
+        {"metadata": {"annotations": {"kuota.dev/checkpoint-completed-at": stamp, "kuota.dev/checkpoint-id": "ckpt-7"}}},
         _content_type=MERGE,
     )
-    await eventually(lambda: rig.job("victim")["spec"]["suspend"] is True, what="victim suspended after its ack")
-    await eventually(lambda: rig.job("urgent")["spec"].get("suspend") is False, what="preemptor admitted")
+    await rig.wait_job("victim", suspended, "suspended after its ack")
+    await eventually(lambda: _no_pods(rig, "victim"), what="the Job controller removed the victim's pods")
+    await rig.wait_job("urgent", running, "preemptor admitted")
     assert controller.runtime.controller is not None
-    track = controller.runtime.controller.tracking["default/victim"]
+    track = controller.runtime.controller.tracking[f"{rig.namespace}/victim"]
     assert track.resume_from == "ckpt-7"
-    await eventually(lambda: "Requeued" in reasons(rig, "victim"))
-    assert {"Preempted", "CheckpointRequested", "CheckpointAcked", "Suspended"} <= set(reasons(rig, "victim"))
-    assert "CheckpointTimedOut" not in reasons(rig, "victim")
+    await eventually(lambda: _reasons_include(rig, "victim", "Requeued"), what="requeued")
+    reasons = set(await rig.reasons("victim"))
+    assert {"Preempted", "CheckpointRequested", "CheckpointAcked", "Suspended"} <= reasons
+    assert "CheckpointTimedOut" not in reasons
+
+    # Once the preemptor is done the victim runs again, told where to resume.
+    readmitted = await rig.wait_job("victim", running, "readmitted", timeout_s=30)
+    assert readmitted["metadata"]["annotations"]["kuota.dev/resume-from"] == "ckpt-7"
+
+
+async def test_checkpoint_url_hook_acked(rig: Rig) -> None:
+    calls: list[dict[str, Any]] = []
+
+    async def checkpoint(request: web.Request) -> web.Response:
+        calls.append(await request.json())
+        return web.json_response({"checkpoint": "s3://ckpt/step-1200"})
+
+    app = web.Application()
+    app.router.add_post("/checkpoint", checkpoint)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        controller = await rig.controller()
+        url = f"http://127.0.0.1:{port}/checkpoint"
+        await start_victim_and_preemptor(rig, labels={}, annotations={"kuota.dev/checkpoint-url": url})
+        await rig.wait_job("victim", suspended, "suspended after the hook answered")
+        await rig.wait_job("urgent", running, "preemptor admitted")
+        assert calls and calls[0]["workload"] == f"{rig.namespace}/victim"
+        assert {"reason", "deadline"} <= set(calls[0])
+        assert controller.runtime.controller is not None
+        track = controller.runtime.controller.tracking[f"{rig.namespace}/victim"]
+        assert track.resume_from == "s3://ckpt/step-1200"
+        assert "CheckpointTimedOut" not in await rig.reasons("victim")
+    finally:
+        await runner.cleanup()
 
 
 async def test_checkpoint_timeout_suspends_anyway(rig: Rig) -> None:
     await rig.controller()
     await start_victim_and_preemptor(rig)
-    await eventually(lambda: "kuota.dev/checkpoint-requested-at" in annotations(rig, "victim"))
+    await eventually(
+        lambda: rig.job_matches("victim", lambda j: "kuota.dev/checkpoint-requested-at" in j["metadata"]["annotations"]),
+        what="checkpoint asked",
+    )
     # The victim never answers: its class (low) gives it 1.5 s.
-    await eventually(lambda: rig.job("victim")["spec"]["suspend"] is True, timeout_s=5, what="suspended at deadline")
-    await eventually(lambda: rig.job("urgent")["spec"].get("suspend") is False, what="preemptor admitted")
-    await eventually(lambda: "CheckpointTimedOut" in reasons(rig, "victim"))
+    await rig.wait_job("victim", suspended, "suspended at the deadline", timeout_s=10)
+    await rig.wait_job("urgent", running, "preemptor admitted")
+    await eventually(lambda: _reasons_include(rig, "victim", "CheckpointTimedOut"), what="timed out event")
+
+
+async def _no_pods(rig: Rig, job: str) -> bool:
+    return not await rig.pods(job)
+
+
+async def _reasons_include(rig: Rig, job: str, reason: str) -> bool:
+    return reason in await rig.reasons(job)
