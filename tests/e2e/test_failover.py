@@ -1,56 +1,100 @@
-"""Two kuota controllers, one Lease: only the leader decides; when it dies the other takes over, rebuilding its
-state from the Jobs and the ledger, and admits nothing twice."""
+"""Two `kuota serve` processes, one real Lease: only the leader decides; when it is killed the other takes over,
+rebuilding its state from the Jobs and the ledger, and admits nothing twice; when it is stopped it hands over at
+once."""
 
 from __future__ import annotations
 
-from sqlalchemy import text
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
-from kuota.components.controller import ControllerComponent
-from tests.e2e.conftest import Rig, eventually
-from tests.e2e.test_lifecycle import complete, queued_job
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+from sqlalchemy import create_engine, text
+
+from tests.e2e.conftest import Rig, eventually, running
+from tests.kube.manifests import complete
 
 
-async def leader_of(rig: Rig) -> ControllerComponent:
-    return await eventually(lambda: next((c for c in rig.controllers if c.runtime.leader), None), what="a leader")
+def serve(rig: Rig, name: str, *, lease_duration: int) -> subprocess.Popen[bytes]:
+    kubeconfig = rig.kuota_kubeconfig(name=name)
+    argv = [
+        str(Path(sys.executable).with_name("kuota")), "serve", "--components", "controller",
+        "--config", str(rig.quota), "--kubeconfig", str(kubeconfig), "--database-url", rig.database_url,
+        "--lease-duration", str(lease_duration), "--requeue-backoff", "1s",
+    ]  # fmt: skip
+    log = (rig.tmp / f"{name}.log").open("wb")
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "POD_NAME": name})
 
 
-async def test_standby_takes_over_when_the_leader_dies(rig: Rig) -> None:
-    await rig.controller()
-    await rig.controller()
-    first = await leader_of(rig)
-    assert sum(c.runtime.leader for c in rig.controllers) == 1
-    for name in ("a", "b"):
-        await rig.batch.create_namespaced_job("default", queued_job(name, cpu="400m", runtime_s=4))
-    await eventually(lambda: all(rig.job(n)["spec"].get("suspend") is False for n in ("a", "b")))
-    await rig.batch.create_namespaced_job("default", queued_job("c", cpu="400m", runtime_s=0.3))
+async def holder(rig: Rig) -> str | None:
+    try:
+        lease = await client.CoordinationV1Api(rig.admin).read_namespaced_lease("kuota-controller", "kuota-system")
+    except ApiException:
+        return None
+    return lease.spec.holder_identity or None
 
-    await first.kill()  # no Lease release, no flush: a crash
-    rig.controllers.remove(first)
-    second = await leader_of(rig)
-    assert second is not first
-    assert second.runtime.controller is not None
-    # The new leader found a and b running (with their admissions) and c still waiting for quota.
-    running = {n for n, w in second.runtime.controller.manager.workloads.items() if w.admission is not None}
-    assert {"default/a", "default/b"} <= running
-    for name in ("a", "b", "c"):
-        await eventually(lambda n=name: complete(rig.job(n)), timeout_s=15, what=f"{name} completes")
 
-    assert second.runtime.ledger is not None
-    await second.runtime.ledger.flush()
-    async with second.runtime.ledger.engine.connect() as connection:
-        rows = (await connection.execute(text("SELECT workload_id, attempt FROM admissions"))).all()
-    admitted = [w for w, _ in rows]
+def stop_all(*processes: subprocess.Popen[bytes]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+async def test_standby_takes_over_when_the_leader_is_killed(rig: Rig) -> None:
+    processes = {name: serve(rig, name, lease_duration=2) for name in ("kuota-a", "kuota-b")}
+    try:
+        first = await eventually(lambda: holder(rig), timeout_s=30, what="a leader")
+        leader = first.split("_")[0]
+        for name in ("a", "b"):
+            await rig.create_job(name, cpu="400m", runtime_s=5)
+        for name in ("a", "b"):
+            await rig.wait_job(name, running, "admitted by the first leader")
+        await rig.create_job("c", cpu="400m", runtime_s=0.5)
+
+        processes[leader].send_signal(signal.SIGKILL)  # no Lease release, no flush: a crash
+        processes[leader].wait()
+        second = await eventually(
+            lambda: _other_holder(rig, first), timeout_s=20, what="the standby takes the expired Lease"
+        )
+        assert second.split("_")[0] != leader
+        for name in ("a", "b", "c"):
+            await rig.wait_job(name, complete, "completes", timeout_s=40)
+    finally:
+        stop_all(*processes.values())
+
+    engine = create_engine(rig.database_url.replace("+aiosqlite", ""))
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT workload_id, attempt FROM admissions")).all()
+    engine.dispose()
+    admitted = [workload for workload, _ in rows]
     assert sorted(admitted) == sorted(set(admitted)), f"admitted twice: {rows}"
-    assert {"default/c"} <= set(admitted)
+    assert {f"{rig.namespace}/{n}" for n in ("a", "b", "c")} <= set(admitted)
+
+
+async def _other_holder(rig: Rig, first: str) -> str | None:
+    now = await holder(rig)
+    return now if now and now != first else None
 
 
 async def test_graceful_shutdown_hands_over_at_once(rig: Rig) -> None:
-    await rig.controller(lease_duration=30)
-    await rig.controller(lease_duration=30)
-    first = await leader_of(rig)
-    await first.stop()  # releases the Lease: the standby need not wait 30 s
-    rig.controllers.remove(first)
-    second = await leader_of(rig)
-    assert second is not first
-    lease = rig.server.get_object("Lease", "kuota-system", "kuota-controller")
-    assert lease is not None and lease["spec"]["holderIdentity"] == second.identity
+    processes = {name: serve(rig, name, lease_duration=30) for name in ("kuota-a", "kuota-b")}
+    try:
+        first = await eventually(lambda: holder(rig), timeout_s=30, what="a leader")
+        await asyncio.sleep(1)  # the standby has tried and found the Lease held
+        leader = first.split("_")[0]
+        processes[leader].send_signal(signal.SIGTERM)  # releases the Lease: the standby need not wait 30 s
+        assert processes[leader].wait(20) == 0
+        second = await eventually(lambda: _other_holder(rig, first), timeout_s=10, what="handed over at once")
+        assert second.split("_")[0] != leader
+    finally:
+        stop_all(*processes.values())
+
+
+def _log(rig: Rig, name: str) -> str:
+    path: Path = rig.tmp / f"{name}.log"
+    return path.read_text(errors="replace") if path.exists() else ""

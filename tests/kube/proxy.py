@@ -11,6 +11,7 @@ for, and those are counted.
 from __future__ import annotations
 
 import asyncio
+import collections
 import datetime
 import ipaddress
 import ssl
@@ -54,7 +55,7 @@ def verb_and_resource(request: web.Request) -> tuple[str, str]:
     named = len(rest) >= 2
     method = request.method
     if method == "GET":
-        if request.query.get("watch") in ("true", "1"):
+        if request.query.get("watch", "").lower() in ("true", "1"):
             return "watch", resource
         return ("get" if named else "list"), resource
     return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, method), resource
@@ -113,6 +114,10 @@ class FaultProxy:
         self.faults: list[Fault] = []
         self.latency_s = 0.0
         self.requests: list[tuple[str, str]] = []
+        # Statuses kube-apiserver answered (not the injected ones), per (verb, resource, status).
+        self.answered: collections.Counter[tuple[str, str, int]] = collections.Counter()
+        # Watch streams that carried an ERROR event with code 410 (kube-apiserver's "too old resource version").
+        self.gone_in_watch = 0
         self._watches: set[web.StreamResponse] = set()
         self._watch_gate = asyncio.Event()
         self._watch_gate.set()
@@ -220,6 +225,7 @@ class FaultProxy:
         async with self._session.request(
             request.method, self.upstream + request.path_qs, headers=headers, data=body or None
         ) as upstream:
+            self.answered[verb, resource, upstream.status] += 1
             response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
             for key, value in upstream.headers.items():
                 if key.lower() not in HOP_BY_HOP:
@@ -231,10 +237,12 @@ class FaultProxy:
                 self._watches.add(response)
             try:
                 async for chunk in upstream.content.iter_any():
+                    if verb == "watch" and b'"code":410' in chunk:
+                        self.gone_in_watch += 1
                     await response.write(chunk)
                 await response.write_eof()
-            except (ConnectionError, asyncio.CancelledError):
-                raise
+            except ConnectionError:
+                pass  # the client went away, or a test cut the stream: nothing more to send
             finally:
                 self._watches.discard(response)
             return response
