@@ -59,8 +59,9 @@ async def _auth_middleware(request: web.Request, handler: Handler) -> web.Stream
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return problem_response(401, "send a bearer token: Authorization: Bearer <token>", request.path)
-    principal = request.app[TOKENS_KEY].authenticate(token.strip())
+    tokens = request.app[TOKENS_KEY]
+    principal = tokens.authenticate(token.strip())
     if principal is None:
-        return problem_response(401, "unknown token", request.path)
+        return problem_response(401, tokens.why_empty() or "unknown token", request.path)
     request[PRINCIPAL_KEY] = principal
     return await handler(request)

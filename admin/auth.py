@@ -142,13 +142,20 @@ def read_token_file(path: Path) -> list[TokenEntry]:
 
 
 class TokenStore:
-    """Looks a bearer token up; re-reads its file when the file's modification time changes."""
+    """Looks a bearer token up; re-reads its file when the file's modification time changes.
+
+    A token file that does not exist yet is waited for rather than refused: in a cluster it comes from a Secret
+    mounted `optional: true`, which may be created after kuota starts. Until it appears (or when kuota runs
+    without one), every API request is refused with a 401 that says why; health, readiness and /metrics need no
+    token and keep working.
+    """
 
     def __init__(self, entries: list[TokenEntry] | None = None, path: Path | None = None) -> None:
         self.path = path
         self._entries = list(entries or [])
         self._stamp: tuple[float, int] | None = None
         self._cache: dict[str, Principal] = {}
+        self._seen_file = False
         if path is not None:
             self._reload(force=True)
 
@@ -156,15 +163,23 @@ class TokenStore:
     def from_file(cls, path: Path) -> TokenStore:
         return cls(path=path)
 
+    def why_empty(self) -> str | None:
+        """Why no token can match (no file configured, or not there yet), for the 401's message; None otherwise."""
+        if self._entries:
+            return None
+        if self.path is None:
+            return "no admin tokens are configured: start kuota serve with --admin-tokens FILE (see `kuota tokens add`)"
+        if not self._seen_file:
+            return f"no admin tokens loaded: the token file {self.path} does not exist yet"
+        return f"the token file {self.path} holds no tokens"
+
     def _reload(self, force: bool = False) -> None:
         if self.path is None:
             return
         try:
             stat = self.path.stat()
         except OSError:
-            if force:
-                raise TokenFileError(f"the token file {self.path} does not exist") from None
-            return  # a Secret being swapped; keep the tokens we had
+            return  # not there yet, or a Secret being swapped; keep the tokens we had
         stamp = (stat.st_mtime, stat.st_size)
         if stamp == self._stamp and not force:
             return
@@ -174,6 +189,7 @@ class TokenStore:
             if force:
                 raise
             return  # keep the last good file rather than locking everyone out
+        self._seen_file = True
         self._stamp = stamp
         self._cache.clear()
 

@@ -6,6 +6,7 @@ import ssl
 from pathlib import Path
 from typing import Any
 
+import structlog
 from aiohttp import web
 
 from admin.app import build_app
@@ -13,6 +14,8 @@ from admin.auth import TokenFileError, TokenStore
 from admin.metrics import REGISTRY
 
 DEFAULT_PORT = 9443
+
+log = structlog.get_logger("kuota.admin")
 
 
 class AdminStartError(Exception):
@@ -47,12 +50,15 @@ def make_admin_component(options: Any, runtime: Any) -> AdminComponent:
     """Factory for serve's COMPONENTS["admin"]; reads the token file and certificates now so mistakes stop serve
     before anything starts."""
     token_file: Path | None = getattr(options, "admin_token_file", None)
-    if token_file is None:
-        raise AdminStartError("the admin component needs --admin-tokens FILE (create one with `kuota tokens add`)")
     try:
-        tokens = TokenStore.from_file(Path(token_file))
+        tokens = TokenStore.from_file(Path(token_file)) if token_file is not None else TokenStore()
     except TokenFileError as exc:
         raise AdminStartError(str(exc)) from None
+    locked = tokens.why_empty()
+    if locked is not None:
+        # Probes and /metrics need no token, so the process is useful (and a Deployment healthy) without any;
+        # the API itself answers 401 with this reason until a token file with tokens is there.
+        log.warning("admin_api_locked", reason=locked)
     cert, key = getattr(options, "admin_tls_cert", None), getattr(options, "admin_tls_key", None)
     tls = None
     if (cert is None) != (key is None):

@@ -100,22 +100,47 @@ class WebhookComponent:
 ComponentFactory = Callable[[ServeOptions, Runtime], Component]
 
 
-def _optional(module: str, name: str) -> ComponentFactory | None:
-    """A factory imported only when used (keeps `kuota --help` fast); None while the module is not in this build."""
+def _optional(module: str, name: str, error: str | None = None) -> ComponentFactory | None:
+    """A factory imported only when used (keeps `kuota --help` fast); None while the module is not in this build.
+
+    `error` names the module's own "cannot start" exception (a package below kuota cannot raise kuota's
+    StartError); it is turned into a StartError, when building or starting, so that it ends `serve` with its
+    message and exit code 2 rather than a traceback."""
     if importlib.util.find_spec(module) is None:
         return None
 
     def factory(options: ServeOptions, runtime: Runtime) -> Component:
-        made: Component = getattr(importlib.import_module(module), name)(options, runtime)
-        return made
+        loaded = importlib.import_module(module)
+        failure: type[Exception] = getattr(loaded, error) if error else StartError
+        try:
+            made: Component = getattr(loaded, name)(options, runtime)
+        except failure as exc:
+            raise StartError(str(exc)) from None
+        return made if failure is StartError else _StartErrors(made, failure)
 
     return factory
+
+
+class _StartErrors:
+    """A component whose own start error becomes serve's StartError."""
+
+    def __init__(self, component: Component, failure: type[Exception]) -> None:
+        self.component, self.failure = component, failure
+
+    async def start(self) -> None:
+        try:
+            await self.component.start()
+        except self.failure as exc:
+            raise StartError(str(exc)) from None
+
+    async def stop(self) -> None:
+        await self.component.stop()
 
 
 COMPONENTS: dict[str, ComponentFactory | None] = {
     "webhook": WebhookComponent,
     "controller": _optional("kuota.components.controller", "make_controller_component"),
-    "admin": _optional("admin.component", "make_admin_component"),
+    "admin": _optional("admin.component", "make_admin_component", "AdminStartError"),
 }
 
 

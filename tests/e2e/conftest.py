@@ -108,6 +108,18 @@ async def eventually(check: Callable[[], Any | Awaitable[Any]], timeout_s: float
         await asyncio.sleep(0.1)
 
 
+async def register_webhooks(plane: ControlPlane, port: int, ca_pem: bytes) -> None:
+    """config/deploy/webhooks.yaml with only clientConfig rewritten: a 127.0.0.1 URL on `port` and its caBundle."""
+    bundle = base64.b64encode(ca_pem).decode()
+    documents = list(yaml.safe_load_all(WEBHOOKS.read_text()))
+    for document in documents:
+        for hook in document["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
+    manifest = yaml.safe_dump_all(documents)
+    await asyncio.to_thread(plane.kubectl, "apply", "--server-side", "--force-conflicts", "-f", "-", input=manifest)
+
+
 class Webhook:
     """kuota's webhook server on 127.0.0.1, registered with kube-apiserver from config/deploy/webhooks.yaml."""
 
@@ -129,16 +141,7 @@ class Webhook:
             shutdown_timeout=0.5,
         )
         await self.server.start()
-        bundle = base64.b64encode(ca.cert_pem.bytes()).decode()
-        documents = list(yaml.safe_load_all(WEBHOOKS.read_text()))
-        for document in documents:
-            for hook in document["webhooks"]:
-                path = hook["clientConfig"]["service"]["path"]
-                hook["clientConfig"] = {"url": f"https://127.0.0.1:{self.server.port}{path}", "caBundle": bundle}
-        manifest = yaml.safe_dump_all(documents)
-        await asyncio.to_thread(
-            self.plane.kubectl, "apply", "--server-side", "--force-conflicts", "-f", "-", input=manifest
-        )
+        await register_webhooks(self.plane, self.server.port, ca.cert_pem.bytes())
 
     async def stop(self) -> None:
         if self.server is not None:

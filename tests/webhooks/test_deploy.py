@@ -22,7 +22,7 @@ from .helpers import K8S_API, ROOT
 from .test_review_shapes import assert_conforms
 
 WEBHOOKS = list(yaml.safe_load_all((ROOT / "config/deploy/webhooks.yaml").read_text()))
-CERTIFICATES = list(yaml.safe_load_all((ROOT / "config/deploy/certificate.yaml").read_text()))
+CERTIFICATES = list(yaml.safe_load_all((ROOT / "config/deploy/cert-manager/certificate.yaml").read_text()))
 BY_KIND = {doc["kind"]: doc for doc in WEBHOOKS}
 
 
