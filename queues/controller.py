@@ -162,6 +162,14 @@ class Controller:
         self.journal.requeued(requeued, track.attempt, track.eligible_at, at)
         self.dirty = True
 
+    def admission_failed(self, name: str, at: int) -> None:
+        """The cluster refused to start an admitted workload (the run patch was forbidden or invalid): give its
+        quota back and requeue it with backoff, as after an eviction, so that one Job the API server will not
+        start cannot hold quota while the work behind it waits."""
+        if name not in self.manager.workloads or self.manager.state[name] is not State.ADMITTED:
+            return
+        self.suspended(name, at)
+
     # -- operator actions ---------------------------------------------------------------------------------------
 
     def hold(self, name: str, actor: str, at: int) -> None:

@@ -358,7 +358,7 @@ class KubeCluster:
             "spec": spec,
         }
         self.suspending.discard(key)
-        self._spawn(self._patch(key, patch), f"admit {key}")
+        self._spawn(self._admit(key, patch), f"admit {key}")
 
     def request_checkpoint(self, workload: Workload, deadline: int, reason: str, preemptor: str | None) -> str:
         key = workload.name
@@ -394,6 +394,19 @@ class KubeCluster:
                 self._deleted(key)
                 return
             raise
+
+    async def _admit(self, key: str, patch: Obj) -> None:
+        """The run patch; when the API server refuses it for good (the client has retried what can be retried),
+        the admission is undone so the quota it holds is not lost."""
+        try:
+            await self._patch(key, patch)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.error("admission_failed", job=key, status=status_of(exc), error=str(exc)[:300])
+            if self.controller is not None and key in self.submitted:
+                self.controller.admission_failed(key, self.clock())
+                self._wake()
 
     async def _ask_by_annotation(self, key: str) -> None:
         await self._patch(key, {"metadata": {"annotations": {CHECKPOINT_REQUESTED_AT: rfc3339(self.clock())}}})

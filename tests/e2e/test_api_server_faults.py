@@ -84,7 +84,9 @@ async def split_rig(split_plane: tuple[ControlPlane, Group], tmp_path: Path) -> 
         yield value
 
 
-async def test_watch_resumes_across_an_apiserver_restart(split_plane: tuple[ControlPlane, Group], split_rig: Rig) -> None:
+async def test_watch_resumes_across_an_apiserver_restart(
+    split_plane: tuple[ControlPlane, Group], split_rig: Rig
+) -> None:
     plane, apiserver = split_plane  # module-scoped: the only test that restarts it
     rig = split_rig
     # A Lease long enough to outlive the restart: kuota keeps leading and its watch has to resume, not restart.

@@ -86,7 +86,7 @@ def deployment_process(rig: Rig, root: Path, ca: trustme.CA) -> tuple[list[str],
     tls.mkdir(parents=True, exist_ok=True)
     leaf.cert_chain_pems[0].write_to_path(str(tls / "tls.crt"))
     leaf.private_key_pem.write_to_path(str(tls / "tls.key"))
-    for name, path in mounts.items():  # other volumes (emptyDir, optional Secrets) start empty
+    for path in mounts.values():  # other volumes (emptyDir, optional Secrets) start empty
         local(path).mkdir(parents=True, exist_ok=True)
     workdir = local(container.get("workingDir", "/"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -132,7 +132,7 @@ async def test_the_deployments_container_starts_and_admits(rig: Rig, control_pla
     argv, env, workdir, ports = deployment_process(rig, rig.tmp / "root", ca)
     log = rig.tmp / "kuota.log"
     with log.open("wb") as sink:
-        process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=workdir)
+        process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=workdir)  # noqa: ASYNC220 (starting it does not block)
     try:
         await asyncio.sleep(3)
         assert process.poll() is None, f"kuota serve exited {process.returncode}:\n{log.read_text()[-3000:]}"

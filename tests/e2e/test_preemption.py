@@ -26,7 +26,9 @@ async def test_annotation_handshake_acked_then_preemptor_runs(rig: Rig) -> None:
     controller = await rig.controller()
     await start_victim_and_preemptor(rig)
     await eventually(
-        lambda: rig.job_matches("victim", lambda j: "kuota.dev/checkpoint-requested-at" in j["metadata"]["annotations"]),
+        lambda: rig.job_matches(
+            "victim", lambda j: "kuota.dev/checkpoint-requested-at" in j["metadata"]["annotations"]
+        ),
         what="checkpoint asked",
     )
     assert running(await rig.job("victim"))  # not stopped before it answers
@@ -36,7 +38,11 @@ async def test_annotation_handshake_acked_then_preemptor_runs(rig: Rig) -> None:
     await rig.batch.patch_namespaced_job(
         "victim",
         rig.namespace,
-        {"metadata": {"annotations": {"kuota.dev/checkpoint-completed-at": stamp, "kuota.dev/checkpoint-id": "ckpt-7"}}},
+        {
+            "metadata": {
+                "annotations": {"kuota.dev/checkpoint-completed-at": stamp, "kuota.dev/checkpoint-id": "ckpt-7"}
+            }
+        },
         _content_type=MERGE,
     )
     await rig.wait_job("victim", suspended, "suspended after its ack")
@@ -89,7 +95,9 @@ async def test_checkpoint_timeout_suspends_anyway(rig: Rig) -> None:
     await rig.controller()
     await start_victim_and_preemptor(rig)
     await eventually(
-        lambda: rig.job_matches("victim", lambda j: "kuota.dev/checkpoint-requested-at" in j["metadata"]["annotations"]),
+        lambda: rig.job_matches(
+            "victim", lambda j: "kuota.dev/checkpoint-requested-at" in j["metadata"]["annotations"]
+        ),
         what="checkpoint asked",
     )
     # The victim never answers: its class (low) gives it 1.5 s.

@@ -26,8 +26,10 @@ ALL = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "k
 NODE_LABELS = "kuota.dev/pool=a,nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"
 NODE_TAINTS = "dedicated=e2e:NoSchedule"
 
+
 class ControlPlaneError(RuntimeError):
     pass
+
 
 @cache
 def cluster_binary() -> Path:
@@ -37,6 +39,7 @@ def cluster_binary() -> Path:
     if done.returncode != 0:
         raise ControlPlaneError(f"building testing/cluster failed ({done.returncode}):\n{done.stderr[-4000:]}")
     return Path(done.stdout.strip().splitlines()[-1])
+
 
 @dataclass
 class Group:
@@ -63,6 +66,7 @@ class Group:
         if self.running():
             self.process.kill()
             self.process.wait()
+
 
 @dataclass
 class ControlPlane:

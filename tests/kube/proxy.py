@@ -99,9 +99,7 @@ def issue_serving_cert(pki: Path, out: Path) -> tuple[Path, Path]:
     cert_path, key_path = out / "proxy.crt", out / "proxy.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
     return cert_path, key_path
 
@@ -246,4 +244,3 @@ class FaultProxy:
             finally:
                 self._watches.discard(response)
             return response
-
