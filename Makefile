@@ -1,12 +1,25 @@
 # kuota: two commands set everything up on a fresh machine.
 #   make demo   creates .venv, installs kuota, runs the simulator on the sample org (SQLite, simulated cluster)
-#   make test   creates .venv, installs kuota with its dev tools, runs ruff, mypy, the layering contracts and pytest
+#   make test   creates .venv, installs kuota with its dev tools, builds the control plane of testing/cluster, runs
+#               ruff, mypy, the layering contracts and pytest (end-to-end tests on that control plane included)
+#   make cluster  starts that control plane with kwok GPU nodes and prints the KUBECONFIG to export
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck contracts pytest scenarios bench clean
+.PHONY: demo test lint typecheck contracts pytest scenarios bench clean cluster cluster-build
+
+# kuota-cluster: etcd, kube-apiserver, controller-manager, scheduler, kwok and kubectl, compiled here from
+# Kubernetes' own Go modules, once per source hash, into ~/.cache/kuota-cluster (the first build takes a while).
+cluster-build:
+	@GOTOOLCHAIN=local testing/cluster/build.sh >/dev/null
+
+CLUSTER_DIR ?= .cluster
+NODES ?= 8
+# Foreground until Ctrl-C; a second start on the same folder reuses its ports, PKI and etcd data.
+cluster: cluster-build
+	@GOTOOLCHAIN=local $$(testing/cluster/build.sh) up --dir $(CLUSTER_DIR) --nodes $(NODES) $(CLUSTER_ARGS)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,10 +62,10 @@ scenarios: $(STAMP)
 	$(BIN)/python ../shared/spec/check_scenarios.py ../shared/spec/examples --kuota $(BIN)/kuota --label examples
 	$(BIN)/python ../shared/spec/check_scenarios.py tests/scenarios --kuota $(BIN)/kuota --label tests/scenarios
 
-test: lint typecheck contracts pytest
+test: lint typecheck contracts cluster-build pytest
 
 bench: $(STAMP)
 	$(BIN)/python bench/engine.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(CLUSTER_DIR)

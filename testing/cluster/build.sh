@@ -9,8 +9,9 @@ if ! command -v go >/dev/null 2>&1; then
   echo "build.sh: the Go toolchain (go) is not on PATH; kuota's end-to-end tests need it to build the control plane" >&2
   exit 3
 fi
-hash="$(cd "$here" && { go version; cat go.mod go.sum ./*.go kwok-stages.yaml; } | sha256sum | cut -c1-16)"
+hash="$(cd "$here" && { go version; cat go.mod go.sum ./*.go kwok-stages.yaml build.sh; } | sha256sum | cut -c1-16)"
 out="$cache/$hash/kuota-cluster"
+export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 if [[ ! -x "$out" ]]; then
   mkdir -p "$cache/$hash"
   version="$(cd "$here" && go list -m -f '{{.Version}}' k8s.io/kubernetes)"
