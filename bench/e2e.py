@@ -1,35 +1,28 @@
-"""Kueue's baseline scheduler-performance mix end to end, in real time, through the fake API server.
+"""Kueue's baseline scheduler-performance mix end to end, in real time, on the real control plane.
 
 Every workload of perf-baseline (5 cohorts × 6 teams, 15,000 workloads of classes small / medium / large) becomes a
 batch/v1 Job created with the kubernetes-asyncio client at its submit time: queue label, priority-class label, cpu
-request and the fake kubelet's runtime annotation. The rig runs as it would for real, in three processes
-(bench/e2e_rig.py): the fake API server with its fake kubelet; `kuota serve --components webhook,controller`, the
-real command, pointed at it by a kubeconfig (TLS webhooks registered from config/deploy/webhooks.yaml, a SQLite
-ledger); and this process, the load client and a watch that times each Job from its creation to its unsuspension
-and to its completion. kuota's webhooks suspend each Job, its controller admits it, the fake kubelet completes it
-after its runtime.
+request and its runtime as kwok's pod annotation. The rig (bench/e2e_rig.py) is the control plane of
+testing/cluster, kube-apiserver with etcd, kube-controller-manager, kube-scheduler and kwok nodes as in Kueue's own
+performance test; `kuota serve --components webhook,controller`, the real command, with the kuota ServiceAccount's
+token (the shipped RBAC), its webhooks registered from config/deploy/webhooks.yaml; and this process, the load
+client (the user `alice`) and a watch that times each Job from its creation to its unsuspension and to its
+completion. kube-apiserver calls kuota's webhooks, which suspend each Job; kuota admits it; the Job controller
+makes its pod, the scheduler binds it to a kwok node, kwok runs it for its runtime and completes it.
 
 Printed: wall time, admissions per second, average time to admission per class, the least any team used of its
 nominal quota over the run, and the ideal (capacity-bound) makespan of the mix, next to Kueue's published figures
 (../shared/data/manifests/kueue/perf-baseline__rangespec.yaml), which hold for the full mix in real time; then the
-CPU seconds of each process, per Job and how busy it was (2 s samples), which says which one saturates.
+CPU seconds per Job of each group of processes (etcd+apiserver, controller-manager+scheduler+kwok, kuota, client)
+and how busy each was (2 s samples), which says which one saturates.
 
     .venv/bin/python bench/e2e.py                               # the full mix
     .venv/bin/python bench/e2e.py --scale 0.05 --time-scale 2   # 750 workloads
-    .venv/bin/python bench/e2e.py --profile DIR                 # plus py-spy stacks of every process
+    .venv/bin/python bench/e2e.py --profile DIR                 # plus py-spy stacks of kuota and the client
 
 `--scale F` keeps a fraction F of every team's workloads (same teams, same classes, same creation intervals);
 `--time-scale F` multiplies runtimes and creation intervals. The run stops by itself: when every Job has finished,
-or at `--timeout` seconds (then a few unfinished Jobs are described).
-
-Measured on an otherwise idle 2-core machine, the full mix, five runs with a 1 s requeue backoff: wall 144-159 s
-(median 145 s) against an ideal makespan of 66 s (wall/ideal 2.2-2.4; Kueue 351 s, 5.32), about 100 admissions/s,
-average time to admission 14-27 / 39-53 / 74-83 s for large / medium / small, minimum team usage 44-49 %. CPU 87-100
-s for the API server and 87-99 s for kuota (5.8-6.7 ms per Job each): at the mix's 255 Jobs/s both need more than
-the machine has, so creates queue and the client falls 19-24 s behind on average. After the submissions, the large
-Jobs' backlog holds the whole quota for some 40 s (priority decides, as in Kueue) and then the small Jobs come
-through at what the two processes can admit per second. The CPU per Job puts the largest scale that keeps up in real
-time at about 0.6.
+or at `--timeout` seconds (then a few unfinished Jobs are described). Figures: README's benchmark table.
 """
 
 from __future__ import annotations
@@ -37,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import statistics
 import sys
@@ -55,22 +47,24 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kubernetes_asyncio import client
+from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admission.labels import PRIORITY_LABEL, QUEUE_LABEL
 from bench.e2e_rig import CLIENT_USER, Rig
 from bench.kueue_perf import BASELINE, PerfJob, PerfMix, load_mix, load_ranges
 from queues.kube_api import resolve_environment_once
-from tests.fakekube.testing import job_manifest
-from tests.fakekube.users import USER_HEADER
+from tests.kube.manifests import job_manifest
 
-#: Kueue's harness evicts at once; a preempted fake Job never checkpoints, so the victim's deadline is kept short.
+#: Kueue's harness evicts at once; a preempted Job here never checkpoints, so the victim's deadline is kept short.
 CHECKPOINT_TIMEOUT = "100ms"
 KUEUE_WALL_S = 351.1
 WATCH_CHUNK_S = 30
 #: kuota's API rate for the bench: one patch and two Events (Queued, Admitted) per Job at up to 255 Jobs a second.
 KUBE_QPS = 1000.0
 KUBE_BURST = 2000
+#: CPU of one kwok node; the rig makes enough of them for half again the mix's quota.
+NODE_CPU = 96
 
 
 # -- the mix ------------------------------------------------------------------------------------------------------
@@ -351,13 +345,19 @@ class Result:
 
 async def measure(mix: PerfMix, rig: Rig, args: argparse.Namespace) -> Result:
     """The client's part: submit every Job on schedule and time it through the watch, until all have finished."""
-    configuration = client.Configuration(host=rig.url)
+    assert rig.plane is not None
+    configuration = client.Configuration()
+    await kube_config.load_kube_config(config_file=str(rig.plane.kubeconfig), client_configuration=configuration)
     configuration.connection_pool_maxsize = max(100, args.in_flight + 8)
     api = client.ApiClient(configuration)
-    api.set_default_header(USER_HEADER, CLIENT_USER)
+    api.set_default_header("Impersonate-User", CLIENT_USER)  # a user, authorised and throttled as one
     resolve_environment_once(api)  # no proxy or ~/.netrc lookups per request
     # Any: called with plain JSON bodies and `_preload_content=False`, which the generated signatures do not describe.
     batch: Any = client.BatchV1Api(api)
+    # The timing watch is an observer, not the user: it reads every namespace with the administrator's certificate.
+    observer_api = client.ApiClient(configuration)
+    resolve_environment_once(observer_api)
+    everything: Any = client.BatchV1Api(observer_api)
     tracks = {
         j.workload.name: Track(j.klass, j.workload.team, j.workload.pod_sets[0].requests["cpu"], j.submit_ms / 1000)
         for j in mix.jobs
@@ -369,7 +369,7 @@ async def measure(mix: PerfMix, rig: Rig, args: argparse.Namespace) -> Result:
         deadline = start + args.timeout
         sampler = asyncio.create_task(meter.run())
         profiler = asyncio.create_task(profile(rig, args)) if args.profile else None
-        watcher = asyncio.create_task(watch_jobs(batch, observer, deadline))
+        watcher = asyncio.create_task(watch_jobs(everything, observer, deadline))
         await asyncio.sleep(0.2)  # the watch is open before the first create
         submitter = asyncio.create_task(submit_all(batch, mix.jobs, observer, args.in_flight, start))
         timed_out = False
@@ -385,9 +385,10 @@ async def measure(mix: PerfMix, rig: Rig, args: argparse.Namespace) -> Result:
         if profiler is not None:
             await profiler
         if timed_out:
-            await describe_unfinished(batch, observer)
+            await describe_unfinished(everything, observer)
     finally:
         await api.close()
+        await observer_api.close()
     for track in tracks.values():  # close what still runs at a timeout
         if track.running_since is not None:
             track.used_cpu_ms += track.cpu * (wall - track.running_since)
@@ -422,7 +423,7 @@ async def profile(rig: Rig, args: argparse.Namespace) -> None:
     await asyncio.sleep(args.profile_at)
     spy = Path(sys.executable).with_name("py-spy")
     args.profile.mkdir(parents=True, exist_ok=True)
-    pids = {child.name: child.pid for child in rig.children} | {"client": os.getpid()}
+    pids = rig.pids() | {"client": os.getpid()}
     runs = []
     for name, pid in pids.items():
         output = args.profile / f"{name}.txt"
@@ -432,16 +433,19 @@ async def profile(rig: Rig, args: argparse.Namespace) -> None:
 
 
 def run(mix: PerfMix, tmp: Path, args: argparse.Namespace) -> Result:
-    """Start the API server and kuota as child processes, measure from this one, stop both whatever happens."""
+    """Start the control plane and kuota, measure from this process, stop everything whatever happens."""
     quota = quota_file(mix, tmp / "quota.yaml")
     teams = sorted({j.workload.team for j in mix.jobs})
     rig = Rig(tmp)
     try:
-        rig.start_apiserver(["kuota-system", *teams], history=args.history)
+        started = time.monotonic()
+        nodes = max(1, -(-mix.capacity_milli * 3 // 2 // (NODE_CPU * 1000)))  # half again the quota, for packing
+        rig.start_cluster(teams, nodes=nodes, node_cpu=str(NODE_CPU))
         rig.start_kuota(quota, kube_qps=args.kube_qps, kube_burst=args.kube_burst, requeue_backoff=args.requeue_backoff)
+        assert rig.plane is not None
         print(
-            f"API server pid {rig.child('apiserver').pid} at {rig.url}; kuota serve pid {rig.child('kuota').pid};"
-            f" client pid {os.getpid()}",
+            f"control plane at {rig.plane.server} ({nodes} kwok nodes of {NODE_CPU} CPU) and kuota ready in"
+            f" {time.monotonic() - started:.1f} s; pids {rig.pids()}; client pid {os.getpid()}",
             flush=True,
         )
         return asyncio.run(asyncio.wait_for(measure(mix, rig, args), args.timeout + 120))
@@ -453,10 +457,6 @@ def run(mix: PerfMix, tmp: Path, args: argparse.Namespace) -> Result:
         raise
     finally:
         rig.stop()
-        stats = tmp / "apiserver-stats.json"
-        if stats.exists():
-            rig_stats = json.loads(stats.read_text())
-            args.apiserver_stats = rig_stats
         args.kuota_log_problems = _log_problems(tmp / "kuota.log")
 
 
@@ -536,7 +536,8 @@ def report(result: Result, args: argparse.Namespace) -> None:
     jobs = max(1, len(tracks))
     submitted = max((t.created for t in tracks if t.created is not None), default=span)
     roles = {
-        "apiserver": "fake API server + kubelet",
+        "etcd+apiserver": "etcd and kube-apiserver",
+        "controllers": "kube-controller-manager, kube-scheduler and kwok",
         "kuota": "kuota serve: webhook + controller",
         "client": "load client + timing watch",
     }
@@ -547,7 +548,7 @@ def report(result: Result, args: argparse.Namespace) -> None:
         per_job[name] = seconds / jobs
         mean, peak = cpu.busy(name, submitted + cpu.interval_s)
         print(
-            f"  {name:<10} {seconds:8.1f} s  {seconds / jobs * 1000:6.2f} ms/Job   busy {mean * 100:4.0f} %,"
+            f"  {name:<14} {seconds:8.1f} s  {seconds / jobs * 1000:6.2f} ms/Job   busy {mean * 100:4.0f} %,"
             f" peak {peak * 100:4.0f} %   ({role})"
         )
     timeline = "  ".join(
@@ -555,17 +556,19 @@ def report(result: Result, args: argparse.Namespace) -> None:
         for i, t in enumerate(cpu.stamps)
         if i % 5 == 4
     )
-    print(f"  busy % apiserver/kuota/client every 10 s: {timeline}")
+    print(f"  busy % {'/'.join(roles)} every 10 s: {timeline}")
     total = sum(cpu.total.values())
     print(
-        f"  all        {total:8.1f} s  {total / jobs * 1000:6.2f} ms/Job   {total / span / 2 * 100:4.0f} % of the"
+        f"  all            {total:8.1f} s  {total / jobs * 1000:6.2f} ms/Job   {total / span / 2 * 100:4.0f} % of the"
         f" 2 cores over the whole run"
     )
-    # At time scale 1 the full mix submits 15,000 Jobs in 58.8 s; a process keeps up while it needs less than a
-    # core for that rate (asyncio runs on one), and all of them less than the machine's two.
+    # At time scale 1 the full mix submits 15,000 Jobs in 58.8 s; a Python process keeps up while it needs less
+    # than a core for that rate (asyncio runs on one), a Go group less than the machine's two, and all of them
+    # together less than two.
     full = load_mix()
     full_rate = len(full.jobs) / (max(j.submit_ms for j in full.jobs) / 1000)
-    limits = {name: 1 / (full_rate * c) for name, c in per_job.items() if c > 0}
+    cores = {"etcd+apiserver": 2.0, "controllers": 2.0}
+    limits = {name: cores.get(name, 1.0) / (full_rate * c) for name, c in per_job.items() if c > 0}
     limits["all"] = 2 / (full_rate * max(1e-9, sum(per_job.values())))
     bound = min(limits, key=lambda k: limits[k])
     print(
@@ -573,13 +576,6 @@ def report(result: Result, args: argparse.Namespace) -> None:
         f" ({full_rate:.0f} Jobs/s at scale 1; {bound} saturates first:"
         f" {', '.join(f'{k} {v:.2f}' for k, v in limits.items())})"
     )
-    stats = getattr(args, "apiserver_stats", None)
-    if stats:
-        verbs = ", ".join(f"{k.strip()} {v}" for k, v in list(stats["by_verb"].items())[:6])
-        print(
-            f"API server           {stats['requests']} requests ({verbs}); {stats['webhook_calls']} webhook calls,"
-            f" {stats['webhook_failures']} failed"
-        )
     problems = getattr(args, "kuota_log_problems", [])
     if problems:
         print(f"kuota log            {len(problems)} warnings/errors; first: {problems[0][:300]}")
@@ -602,7 +598,6 @@ def main() -> None:
         default="1s",
         help="kuota serve --requeue-backoff (Kueue's harness requeues at once; 1 s as in bench/kueue_mix_sim.py)",
     )
-    parser.add_argument("--history", type=int, default=50_000, help="writes the fake API server keeps for watches")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy every process; raw stacks go here")
     parser.add_argument("--profile-at", type=float, default=10.0, help="seconds into the run the profiles start")
     parser.add_argument("--profile-for", type=int, default=15, help="seconds the profiles last")

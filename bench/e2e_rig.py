@@ -1,27 +1,25 @@
-"""The processes of bench/e2e.py, laid out as they run for real: the API server, kuota, and the client.
+"""The processes of bench/e2e.py, laid out as they run for real: the control plane, kuota, and the client.
 
-* The fake API server with its fake kubelet runs in a child process of its own (`python bench/e2e_rig.py
-  apiserver ...`, see `apiserver_main`): it creates the namespaces, registers kuota's webhooks from
-  config/deploy/webhooks.yaml with the bench's CA, maps the kuota-webhook Service to the port kuota will listen
-  on, writes a kubeconfig for kuota's service account, and prints its URL once it listens.
-* kuota is the real `kuota serve --components webhook,controller` command, in a second child, pointed at the
-  fake server by that kubeconfig; its JSON log goes to a file, where the bench waits for `leading`.
+* The control plane of testing/cluster (tests/kube/controlplane.py starts it): etcd, kube-apiserver,
+  kube-controller-manager, kube-scheduler and kwok, each a process of its own, with kwok nodes big enough for the
+  mix's quota (the rig adds no taint or label: the mix's one flavor selects any node). kuota's Namespace,
+  ServiceAccount and RBAC come from config/deploy; the mix's namespaces get a RoleBinding for the load client's
+  user (`alice`, impersonated by the admin certificate, so kube-apiserver authorises and throttles her as a user).
+* kuota is the real `kuota serve --components webhook,controller` command, pointed at kube-apiserver by a
+  kubeconfig holding the kuota ServiceAccount's token; its webhooks are registered from config/deploy/webhooks.yaml
+  with a 127.0.0.1 URL and the bench's CA; its JSON log goes to a file, where the bench waits for `leading`.
 * The parent is the load client and the timing watch.
 
-Every child gets SIGKILL from the kernel when the parent dies (PR_SET_PDEATHSIG), and `Rig.stop()` sends SIGTERM,
-then SIGKILL, to whatever is still running. CPU seconds per process come from /proc.
+CPU seconds per process come from /proc and are reported in three groups: etcd with kube-apiserver, the
+controller-manager with the scheduler and kwok, and kuota.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import base64
 import contextlib
 import ctypes
-import json
 import os
-import select
 import signal
 import socket
 import subprocess
@@ -29,15 +27,26 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.kube.controlplane import ControlPlane  # noqa: E402
+
 WEBHOOKS = REPO / "config" / "deploy" / "webhooks.yaml"
-WEBHOOK_SERVICE = ("kuota-system", "kuota-webhook")
+DEPLOY = REPO / "config" / "deploy"
 WEBHOOK_HOST = "kuota-webhook.kuota-system.svc"
 CLIENT_USER = "alice"
+GROUPS = {
+    "etcd": "etcd+apiserver",
+    "kube-apiserver": "etcd+apiserver",
+    "kube-controller-manager": "controllers",
+    "kube-scheduler": "controllers",
+    "kwok": "controllers",
+}
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -55,6 +64,23 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
 
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def component_of(pid: int) -> str | None:
+    """Which control-plane component a kuota-cluster child runs (its first argument)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return argv[1].decode() if len(argv) > 1 else None
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -70,9 +96,6 @@ class Child:
     @property
     def pid(self) -> int:
         return self.process.pid
-
-    def cpu(self) -> float:
-        return cpu_seconds(self.pid)
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -99,75 +122,69 @@ def _spawn(name: str, argv: list[str], log: Path, *, stdout: int | IO[bytes] | N
 
 @dataclass
 class Rig:
-    """The two children and what the parent needs to talk to them."""
+    """The control plane, kuota, and what the parent needs to talk to them."""
 
     workdir: Path
     children: list[Child] = field(default_factory=list)
-    url: str = ""
+    plane: ControlPlane | None = None
     webhook_port: int = 0
+    component_pids: dict[str, int] = field(default_factory=dict)
 
     def child(self, name: str) -> Child:
         return next(c for c in self.children if c.name == name)
 
-    def start_apiserver(self, namespaces: list[str], *, history: int, timeout_s: float = 30) -> None:
-        self.webhook_port = free_port()
-        ca, cert, key = make_certificates(self.workdir)
-        argv = [
-            sys.executable,
-            str(Path(__file__).resolve()),
-            "apiserver",
-            "--workdir",
-            str(self.workdir),
-            "--ca",
-            str(ca),
-            "--webhook-url",
-            f"https://127.0.0.1:{self.webhook_port}",
-            "--history",
-            str(history),
-            *[arg for ns in namespaces for arg in ("--namespace", ns)],
-        ]
-        child = _spawn("apiserver", argv, self.workdir / "apiserver.log", stdout=subprocess.PIPE)
-        self.children.append(child)
-        assert child.process.stdout is not None
-        ready, _, _ = select.select([child.process.stdout], [], [], timeout_s)
-        line = child.process.stdout.readline().decode().strip() if ready else ""
-        if not line.startswith("READY "):
-            raise RuntimeError(f"the fake API server did not start:\n{child.tail()}")
-        self.url = line.split(" ", 1)[1]
-        self.certs = (cert, key)
+    def start_cluster(self, namespaces: list[str], *, nodes: int, node_cpu: str) -> None:
+        self.plane = ControlPlane(self.workdir / "cluster")
+        group = self.plane.up(
+            nodes=nodes,
+            node_labels="",
+            node_taints="",
+            extra=[f"--cpu-per-node={node_cpu}", "--pods-per-node=1000", "--gpus-per-node=0"],
+        )
+        for pid in children(group.process.pid):
+            name = component_of(pid)
+            if name is not None:
+                self.component_pids[name] = pid
+        files = [DEPLOY / name for name in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml")]
+        self.plane.kubectl("apply", "--server-side", *[a for f in files for a in ("-f", str(f))])
+        objects: list[dict[str, object]] = []
+        for namespace in namespaces:
+            objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+            objects.append(
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "RoleBinding",
+                    "metadata": {"name": "load-client", "namespace": namespace},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": CLIENT_USER}],
+                }
+            )
+        self.plane.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(objects))
+        for namespace in namespaces:  # pods need the namespace's default ServiceAccount
+            deadline = time.monotonic() + 60
+            while self.plane.kubectl("get", "sa", "default", "-n", namespace, check=False).returncode != 0:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"namespace {namespace} has no default ServiceAccount")
+                time.sleep(0.2)
 
     def start_kuota(
         self, quota: Path, *, kube_qps: float, kube_burst: int, requeue_backoff: str = "10s", timeout_s: float = 60
     ) -> None:
-        cert, key = self.certs
+        assert self.plane is not None
+        self.webhook_port = free_port()
+        ca, cert, key = make_certificates(self.workdir)
+        kubeconfig = self.plane.token_kubeconfig(
+            self.workdir / "kubeconfig-kuota", self.plane.token("kuota-system", "kuota")
+        )
         executable = Path(sys.executable).with_name("kuota")
         command = [str(executable)] if executable.exists() else [sys.executable, "-m", "kuota.cli"]
         argv = [
-            *command,
-            "serve",
-            "--components",
-            "webhook,controller",
-            "--config",
-            str(quota),
-            "--tls-cert",
-            str(cert),
-            "--tls-key",
-            str(key),
-            "--webhook-host",
-            "127.0.0.1",
-            "--webhook-port",
-            str(self.webhook_port),
-            "--kubeconfig",
-            str(self.workdir / "kubeconfig-kuota"),
-            "--database-url",
-            f"sqlite+aiosqlite:///{self.workdir / 'ledger.db'}",
-            "--kube-qps",
-            str(kube_qps),
-            "--kube-burst",
-            str(kube_burst),
-            "--requeue-backoff",
-            requeue_backoff,
-        ]
+            *command, "serve", "--components", "webhook,controller", "--config", str(quota),
+            "--tls-cert", str(cert), "--tls-key", str(key),
+            "--webhook-host", "127.0.0.1", "--webhook-port", str(self.webhook_port),
+            "--kubeconfig", str(kubeconfig), "--database-url", f"sqlite+aiosqlite:///{self.workdir / 'ledger.db'}",
+            "--kube-qps", str(kube_qps), "--kube-burst", str(kube_burst), "--requeue-backoff", requeue_backoff,
+        ]  # fmt: skip
         child = _spawn("kuota", argv, self.workdir / "kuota.log")
         self.children.append(child)
         deadline = time.monotonic() + timeout_s
@@ -181,13 +198,21 @@ class Rig:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"kuota's webhook does not listen on {self.webhook_port}:\n{child.tail()}")
             time.sleep(0.1)
+        register_webhooks(self.plane, self.webhook_port, ca.read_bytes())
+
+    def pids(self) -> dict[str, int]:
+        return {**self.component_pids, **{c.name: c.pid for c in self.children}}
 
     def cpu(self) -> dict[str, float]:
-        return {c.name: c.cpu() for c in self.children}
+        """CPU seconds so far per group of processes."""
+        totals: dict[str, float] = {}
+        for name, pid in self.pids().items():
+            group = GROUPS.get(name, name)
+            totals[group] = totals.get(group, 0.0) + cpu_seconds(pid)
+        return totals
 
     def stop(self, grace_s: float = 10.0) -> None:
-        """Last started, first stopped: SIGTERM (kuota finishes in flight, releases the Lease while the API server
-        still answers, flushes the ledger), then SIGKILL after the grace period."""
+        """kuota first (it releases the Lease while the API server still answers), then the control plane."""
         for child in reversed(self.children):
             if child.alive():
                 child.process.send_signal(signal.SIGTERM)
@@ -196,8 +221,19 @@ class Rig:
             if child.alive():
                 child.process.kill()
                 child.process.wait()
-            if child.process.stdout is not None:
-                child.process.stdout.close()
+        if self.plane is not None:
+            self.plane.down()
+
+
+def register_webhooks(plane: ControlPlane, port: int, ca_pem: bytes) -> None:
+    """config/deploy/webhooks.yaml with only clientConfig rewritten, as the end-to-end tests register it."""
+    bundle = base64.b64encode(ca_pem).decode()
+    documents = list(yaml.safe_load_all(WEBHOOKS.read_text()))
+    for document in documents:
+        for hook in document["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
+    plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(documents))
 
 
 def _listening(port: int) -> bool:
@@ -217,78 +253,3 @@ def make_certificates(workdir: Path) -> tuple[Path, Path, Path]:
     leaf.cert_chain_pems[0].write_to_path(str(cert))
     leaf.private_key_pem.write_to_path(str(key))
     return ca_path, cert, key
-
-
-# -- the API server process ---------------------------------------------------------------------------------------
-
-
-async def _serve_api(args: argparse.Namespace, webhooks: list[dict[str, Any]]) -> dict[str, Any]:
-    from tests.fakekube import FakeKubelet, FakeKubeServer
-    from webhooks.state import DEFAULT_SERVICE_ACCOUNT
-
-    workdir = Path(args.workdir)
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stopping.set)
-    async with FakeKubeServer(bookmark_interval_s=1.0, history_limit=args.history) as server:
-        for namespace in args.namespace:
-            await server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-        mutating, validating = webhooks
-        server.register_webhooks(mutating=mutating, validating=validating)
-        server.set_service_url(*WEBHOOK_SERVICE, args.webhook_url)
-        server.kubeconfig(workdir / "kubeconfig-kuota", user=DEFAULT_SERVICE_ACCOUNT)
-        async with FakeKubelet(server, default_runtime_s=1.0) as kubelet:
-            sys.stdout.write(f"READY {server.url}\n")
-            sys.stdout.flush()
-            await stopping.wait()
-            return {
-                "requests": len(server.request_log),
-                "by_verb": _count(f"{r.verb} {r.resource}" for r in server.request_log),
-                "webhook_calls": len(server.admission_log),
-                "webhook_failures": sum(1 for r in server.admission_log if r.allowed is None),
-                "kubelet_errors": kubelet.errors[:20],
-                "resource_version": server.resource_version,
-            }
-
-
-def _count(items: Any) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for item in items:
-        counts[item] = counts.get(item, 0) + 1
-    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
-
-
-def apiserver_main(argv: list[str]) -> None:
-    import logging
-
-    parser = argparse.ArgumentParser(prog="e2e_rig.py apiserver")
-    parser.add_argument("--workdir", required=True)
-    parser.add_argument("--ca", required=True)
-    parser.add_argument("--webhook-url", required=True)
-    parser.add_argument("--history", type=int, default=10_000)
-    parser.add_argument("--namespace", action="append", default=[])
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
-    bundle = base64.b64encode(Path(args.ca).read_bytes()).decode()
-    webhooks = list(yaml.safe_load_all(WEBHOOKS.read_text()))
-    for document in webhooks:
-        for hook in document["webhooks"]:
-            hook["clientConfig"]["caBundle"] = bundle
-    try:
-        import uvloop
-
-        factory: Any = uvloop.new_event_loop
-    except ImportError:
-        factory = None
-    with asyncio.Runner(loop_factory=factory) as runner:
-        stats = runner.run(_serve_api(args, webhooks))
-    (Path(args.workdir) / "apiserver-stats.json").write_text(json.dumps(stats, indent=1))
-
-
-if __name__ == "__main__":
-    sys.path[0] = str(REPO)  # the repository, not bench/, so that `tests.fakekube` imports
-    if len(sys.argv) > 1 and sys.argv[1] == "apiserver":
-        apiserver_main(sys.argv[2:])
-    else:
-        sys.exit("usage: e2e_rig.py apiserver ...")
