@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cryptography import x509
@@ -23,7 +25,9 @@ def service_dns_names(service: str, namespace: str) -> list[str]:
     return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
 
 
-def make_certificates(service: str, namespace: str, days: int = 365) -> WebhookCertificates:
+def make_certificates(service: str, namespace: str, days: int = 365, ips: Sequence[str] = ()) -> WebhookCertificates:
+    """A CA and a serving certificate for the Service's names, plus `ips` for a webhook that kube-apiserver calls
+    by URL (kuota running outside the cluster, as in the README's try-out)."""
     now = dt.datetime.now(dt.UTC)
     # Backdated a little so that a node whose clock lags does not reject a certificate made moments ago.
     not_before = now - dt.timedelta(minutes=5)
@@ -84,7 +88,12 @@ def make_certificates(service: str, namespace: str, days: int = 365) -> WebhookC
             critical=True,
         )
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [*(x509.DNSName(n) for n in names), *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips)]
+            ),
+            critical=False,
+        )
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 import os
 import sys
@@ -31,13 +32,24 @@ def certs(
     out: Annotated[Path, typer.Option("--out", help="Directory for ca.crt, tls.crt and tls.key.")] = Path("certs"),
     days: Annotated[int, typer.Option("--days", min=1, help="Validity in days.")] = 365,
     force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
+    ip: Annotated[
+        list[str] | None,
+        typer.Option("--ip", help="Also an IP address, for webhooks called by URL (e.g. 127.0.0.1); repeatable."),
+    ] = None,
 ) -> None:
     """Make a CA and a serving certificate for SERVICE.NAMESPACE.svc, and print the caBundle patch for the webhooks."""
     existing = [name for name in FILES if (out / name).exists()]
     if existing and not force:
         sys.stderr.write(f"error: {out} already holds {', '.join(existing)}; pass --force to replace them\n")
         raise typer.Exit(2)
-    made = make_certificates(service, namespace, days)
+    addresses = ip or []
+    for address in addresses:
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            sys.stderr.write(f"error: --ip {address!r} is not an IP address\n")
+            raise typer.Exit(2) from None
+    made = make_certificates(service, namespace, days, addresses)
     out.mkdir(parents=True, exist_ok=True)
     (out / "ca.crt").write_bytes(made.ca_pem)
     (out / "tls.crt").write_bytes(made.cert_pem)

@@ -87,3 +87,20 @@ async def test_the_webhook_serves_them_to_a_client_that_trusts_the_ca(tmp_path: 
             writer.close()
     finally:
         await server.stop()
+
+
+async def test_ip_addresses_for_a_webhook_called_by_url(tmp_path: Path) -> None:
+    assert run_certs(tmp_path, "--ip", "127.0.0.1")[0] == 0
+    state = WebhookState(load_config_file(QUOTA_FILE))
+    server = WebhookServer(state, ReloadingTLS(tmp_path / "tls.crt", tmp_path / "tls.key"), host="127.0.0.1", port=0)
+    await server.start()
+    try:
+        context = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))  # verifies 127.0.0.1 as the name
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=context)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert (await reader.read()).startswith(b"HTTP/1.1 200")
+        writer.close()
+    finally:
+        await server.stop()
+    code, _, stderr = run_certs(tmp_path / "bad", "--ip", "localhost")
+    assert code == 2 and "not an IP address" in stderr
