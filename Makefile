@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck contracts pytest scenarios bench clean cluster cluster-build
+.PHONY: demo test lint typecheck contracts pytest scenarios bench clean cluster cluster-build try-kuota
 
 # kuota-cluster: etcd, kube-apiserver, controller-manager, scheduler, kwok and kubectl, compiled here from
 # Kubernetes' own Go modules, once per source hash, into ~/.cache/kuota-cluster (the first build takes a while).
@@ -17,9 +17,17 @@ cluster-build:
 
 CLUSTER_DIR ?= .cluster
 NODES ?= 8
+# A100 nodes with the label and taint config/deploy/configmap.yaml's flavor selects and tolerates.
+NODE_ARGS ?= --node-labels=nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB,nvidia.com/gpu.count=8 \
+	--node-taints=nvidia.com/gpu=present:NoSchedule
 # Foreground until Ctrl-C; a second start on the same folder reuses its ports, PKI and etcd data.
 cluster: cluster-build
-	@GOTOOLCHAIN=local $$(testing/cluster/build.sh) up --dir $(CLUSTER_DIR) --nodes $(NODES) $(CLUSTER_ARGS)
+	@GOTOOLCHAIN=local $$(testing/cluster/build.sh) up --dir $(CLUSTER_DIR) --nodes $(NODES) $(NODE_ARGS) \
+		$(CLUSTER_ARGS)
+
+# kuota on this machine against `make cluster` (in another terminal), installed from config/deploy.
+try-kuota: $(STAMP) cluster-build
+	CLUSTER_DIR=$(CLUSTER_DIR) testing/try-kuota.sh
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
