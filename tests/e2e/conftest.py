@@ -156,6 +156,7 @@ class Rig:
     quota: Path
     admin: client.ApiClient
     user: client.ApiClient
+    webhook: Webhook | None = None
     controllers: list[ControllerComponent] = field(default_factory=list)
     proxies: list[FaultProxy] = field(default_factory=list)
 
@@ -302,7 +303,7 @@ async def rig_on(
     quota = write_quota(tmp_path, namespace, quota_extra)
     webhook = Webhook(plane, tmp_path, quota)
     await webhook.start()
-    rig = Rig(plane, tmp_path, namespace, quota, admin, user)
+    rig = Rig(plane, tmp_path, namespace, quota, admin, user, webhook)
     try:
         yield rig
     finally:

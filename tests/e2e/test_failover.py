@@ -82,14 +82,15 @@ async def _other_holder(rig: Rig, first: str) -> str | None:
 
 
 async def test_graceful_shutdown_hands_over_at_once(rig: Rig) -> None:
-    processes = {name: serve(rig, name, lease_duration=30) for name in ("kuota-a", "kuota-b")}
+    # A 60 s Lease: without the release the standby could not take over for a minute; it retries every 12 s.
+    processes = {name: serve(rig, name, lease_duration=60) for name in ("kuota-a", "kuota-b")}
     try:
         first = await eventually(lambda: holder(rig), timeout_s=30, what="a leader")
         await asyncio.sleep(1)  # the standby has tried and found the Lease held
         leader = first.split("_")[0]
-        processes[leader].send_signal(signal.SIGTERM)  # releases the Lease: the standby need not wait 30 s
+        processes[leader].send_signal(signal.SIGTERM)  # releases the Lease: the standby need not wait 60 s
         assert processes[leader].wait(20) == 0
-        second = await eventually(lambda: _other_holder(rig, first), timeout_s=10, what="handed over at once")
+        second = await eventually(lambda: _other_holder(rig, first), timeout_s=30, what="handed over at its next try")
         assert second.split("_")[0] != leader
     finally:
         stop_all(*processes.values())

@@ -64,3 +64,14 @@ async def test_second_job_waits_for_quota_then_runs(rig: Rig) -> None:
     assert suspended(await rig.job("second"))
     await rig.wait_job("first", complete, "completes", timeout_s=30)
     await rig.wait_job("second", complete, "admitted once first freed its quota, then completes", timeout_s=30)
+
+
+async def test_kuota_admits_while_its_webhook_is_down(rig: Rig) -> None:
+    # The validating webhooks' CEL matchCondition skips kuota's own UPDATEs (it would allow them anyway): with the
+    # webhook server gone (failurePolicy Fail), kube-apiserver still lets kuota start a queued Job.
+    await rig.create_job("during-outage", runtime_s=0.5)
+    assert rig.webhook is not None
+    await rig.webhook.stop()
+    await rig.controller()
+    await rig.wait_job("during-outage", running, "admitted with the webhook down")
+    await rig.wait_job("during-outage", complete, "run", timeout_s=30)
