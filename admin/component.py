@@ -28,9 +28,15 @@ class AdminComponent:
     ) -> None:
         self.host, self.port, self.tls = host, port, tls
         self.app = build_app(runtime, tokens, REGISTRY)
+        self.tokens = tokens
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
+        locked = self.tokens.why_empty()
+        if locked is not None:
+            # Probes and /metrics need no token, so the process is useful (and a Deployment healthy) without any;
+            # the API itself answers 401 with this reason until a token file with tokens is there.
+            log.warning("admin_api_locked", reason=locked)
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls)
@@ -54,11 +60,6 @@ def make_admin_component(options: Any, runtime: Any) -> AdminComponent:
         tokens = TokenStore.from_file(Path(token_file)) if token_file is not None else TokenStore()
     except TokenFileError as exc:
         raise AdminStartError(str(exc)) from None
-    locked = tokens.why_empty()
-    if locked is not None:
-        # Probes and /metrics need no token, so the process is useful (and a Deployment healthy) without any;
-        # the API itself answers 401 with this reason until a token file with tokens is there.
-        log.warning("admin_api_locked", reason=locked)
     cert, key = getattr(options, "admin_tls_cert", None), getattr(options, "admin_tls_key", None)
     tls = None
     if (cert is None) != (key is None):

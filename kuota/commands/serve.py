@@ -202,12 +202,12 @@ def serve(
         admin_port=admin_port,
         admin_token_file=admin_tokens, admin_tls_cert=admin_tls_cert, admin_tls_key=admin_tls_key,
     )  # fmt: skip
-    _configure_logging()  # before the components are built: what they log while starting is JSON too
     try:
         runtime = _runtime(config)
         built = [_factory(name)(options, runtime) for name in names]
     except StartError as exc:
         _fail(str(exc))
+    _configure_logging()
     try:
         _run_loop(_run(built))
     except StartError as exc:
