@@ -16,7 +16,6 @@ controller-manager with the scheduler and kwok, and kuota.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import ctypes
 import os
@@ -36,8 +35,6 @@ sys.path.insert(0, str(REPO))
 
 from tests.kube.controlplane import ControlPlane  # noqa: E402
 
-WEBHOOKS = REPO / "config" / "deploy" / "webhooks.yaml"
-DEPLOY = REPO / "config" / "deploy"
 WEBHOOK_HOST = "kuota-webhook.kuota-system.svc"
 CLIENT_USER = "alice"
 GROUPS = {
@@ -145,8 +142,7 @@ class Rig:
             name = component_of(pid)
             if name is not None:
                 self.component_pids[name] = pid
-        files = [DEPLOY / name for name in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml")]
-        self.plane.kubectl("apply", "--server-side", *[a for f in files for a in ("-f", str(f))])
+        self.plane.install_kuota_identity()
         objects: list[dict[str, object]] = []
         for namespace in namespaces:
             objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
@@ -198,7 +194,7 @@ class Rig:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"kuota's webhook does not listen on {self.webhook_port}:\n{child.tail()}")
             time.sleep(0.1)
-        register_webhooks(self.plane, self.webhook_port, ca.read_bytes())
+        self.plane.register_webhooks(self.webhook_port, ca.read_bytes())
 
     def pids(self) -> dict[str, int]:
         return {**self.component_pids, **{c.name: c.pid for c in self.children}}
@@ -223,17 +219,6 @@ class Rig:
                 child.process.wait()
         if self.plane is not None:
             self.plane.down()
-
-
-def register_webhooks(plane: ControlPlane, port: int, ca_pem: bytes) -> None:
-    """config/deploy/webhooks.yaml with only clientConfig rewritten, as the end-to-end tests register it."""
-    bundle = base64.b64encode(ca_pem).decode()
-    documents = list(yaml.safe_load_all(WEBHOOKS.read_text()))
-    for document in documents:
-        for hook in document["webhooks"]:
-            path = hook["clientConfig"]["service"]["path"]
-            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
-    plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(documents))
 
 
 def _listening(port: int) -> bool:

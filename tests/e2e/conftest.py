@@ -12,7 +12,6 @@ TLS. Users act as `alice`, impersonated, with the built-in `edit` role in the te
 from __future__ import annotations
 
 import asyncio
-import base64
 import itertools
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -22,7 +21,6 @@ from typing import Any
 
 import pytest
 import trustme
-import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -40,7 +38,6 @@ HERE = Path(__file__).parent
 REPO = HERE.parent.parent
 DEPLOY = REPO / "config" / "deploy"
 QUOTA_TEMPLATE = HERE / "quota.yaml"
-WEBHOOKS = DEPLOY / "webhooks.yaml"
 KUOTA_SA = ("kuota-system", "kuota")
 USER = "alice"
 QUEUE = {"kuota.dev/queue": "ml"}
@@ -64,26 +61,20 @@ class Options:
     requeue_backoff_ms: int = 1_000
 
 
-def install_identity(plane: ControlPlane) -> None:
-    """kuota's Namespace, ServiceAccount and least-privilege RBAC, exactly as config/deploy ships them."""
-    files = [DEPLOY / name for name in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml")]
-    plane.kubectl("apply", "--server-side", *itertools.chain.from_iterable(("-f", str(f)) for f in files))
-
-
-def start_control_plane(root: Path, **kwargs: Any) -> ControlPlane:
+def own_control_plane(root: Path, **up: Any) -> Iterator[ControlPlane]:
+    """A control plane with kuota's identity installed, for the life of a fixture."""
     plane = ControlPlane(root)
-    plane.up(nodes=kwargs.pop("nodes", 4), **kwargs)
-    install_identity(plane)
-    return plane
-
-
-@pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    plane = start_control_plane(tmp_path_factory.mktemp("cluster"))
+    plane.up(nodes=up.pop("nodes", 4), **up)
+    plane.install_kuota_identity()
     try:
         yield plane
     finally:
         plane.down()
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    yield from own_control_plane(tmp_path_factory.mktemp("cluster"))
 
 
 async def admin_client(plane: ControlPlane, *, impersonate: str | None = None) -> client.ApiClient:
@@ -109,15 +100,7 @@ async def eventually(check: Callable[[], Any | Awaitable[Any]], timeout_s: float
 
 
 async def register_webhooks(plane: ControlPlane, port: int, ca_pem: bytes) -> None:
-    """config/deploy/webhooks.yaml with only clientConfig rewritten: a 127.0.0.1 URL on `port` and its caBundle."""
-    bundle = base64.b64encode(ca_pem).decode()
-    documents = list(yaml.safe_load_all(WEBHOOKS.read_text()))
-    for document in documents:
-        for hook in document["webhooks"]:
-            path = hook["clientConfig"]["service"]["path"]
-            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
-    manifest = yaml.safe_dump_all(documents)
-    await asyncio.to_thread(plane.kubectl, "apply", "--server-side", "--force-conflicts", "-f", "-", input=manifest)
+    await asyncio.to_thread(plane.register_webhooks, port, ca_pem)
 
 
 class Webhook:

@@ -19,7 +19,7 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kuota.components.controller import ControllerComponent
-from tests.e2e.conftest import Rig, eventually, install_identity, rig_on, running
+from tests.e2e.conftest import Rig, eventually, own_control_plane, rig_on, running
 from tests.kube.controlplane import ControlPlane, Group
 from tests.kube.manifests import complete
 
@@ -71,7 +71,7 @@ def split_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cont
     plane.up(["etcd"])
     apiserver = plane.up(["kube-apiserver"])
     plane.up(["kube-controller-manager", "kube-scheduler", "kwok"], nodes=2)
-    install_identity(plane)
+    plane.install_kuota_identity()
     try:
         yield plane, apiserver
     finally:
@@ -116,13 +116,7 @@ async def test_watch_resumes_across_an_apiserver_restart(
 def uncached_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """kube-apiserver without its watch cache: watches are served by etcd, so a compaction is what makes an old
     resourceVersion unusable (410 Gone), as it is behind any cache once the cache's window has passed."""
-    plane = ControlPlane(tmp_path_factory.mktemp("uncached"))
-    plane.up(nodes=2, apiserver_args=["--watch-cache=false"])
-    install_identity(plane)
-    try:
-        yield plane
-    finally:
-        plane.down()
+    yield from own_control_plane(tmp_path_factory.mktemp("uncached"), nodes=2, apiserver_args=["--watch-cache=false"])
 
 
 @pytest.fixture
@@ -174,20 +168,8 @@ async def test_compaction_makes_kuota_list_again(uncached_rig: Rig, uncached_pla
 
 @pytest.fixture(scope="module")
 def narrow_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    plane = ControlPlane(tmp_path_factory.mktemp("narrow"))
-    plane.up(
-        nodes=2,
-        apiserver_args=[
-            "--enable-priority-and-fairness=false",
-            "--max-requests-inflight=1",
-            "--max-mutating-requests-inflight=1",
-        ],
-    )
-    install_identity(plane)
-    try:
-        yield plane
-    finally:
-        plane.down()
+    flags = ["--enable-priority-and-fairness=false", "--max-requests-inflight=1", "--max-mutating-requests-inflight=1"]
+    yield from own_control_plane(tmp_path_factory.mktemp("narrow"), nodes=2, apiserver_args=flags)
 
 
 @pytest.fixture

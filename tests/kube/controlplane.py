@@ -19,8 +19,11 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "testing" / "cluster" / "build.sh"
+DEPLOY = REPO / "config" / "deploy"
 ALL = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 # The nodes of the usual rig: what tests/e2e/quota.yaml's flavor selects and tolerates.
 NODE_LABELS = "kuota.dev/pool=a,nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"
@@ -177,3 +180,18 @@ class ControlPlane:
         }
         path.write_text(json.dumps(config))
         return path
+
+    def install_kuota_identity(self) -> None:
+        """kuota's Namespace, ServiceAccount and least-privilege RBAC, exactly as config/deploy ships them."""
+        files = [DEPLOY / name for name in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml")]
+        self.kubectl("apply", "--server-side", *[arg for f in files for arg in ("-f", str(f))])
+
+    def register_webhooks(self, port: int, ca_pem: bytes) -> None:
+        """config/deploy/webhooks.yaml with only clientConfig rewritten: a 127.0.0.1 URL on `port`, its caBundle."""
+        bundle = base64.b64encode(ca_pem).decode()
+        documents = list(yaml.safe_load_all((DEPLOY / "webhooks.yaml").read_text()))
+        for document in documents:
+            for hook in document["webhooks"]:
+                path = hook["clientConfig"]["service"]["path"]
+                hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
+        self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(documents))
