@@ -318,6 +318,8 @@ class Readiness(ApiModel):
     ledger: Literal["healthy", "unhealthy", "absent"]
     ledger_backlog: int
     leader: bool
+    scheduling: Literal["running", "failing", "standby"] = "standby"
+    """The leader's scheduling loop: failing once several wake-ups in a row raised (it keeps retrying)."""
     detail: str | None = None
 
 

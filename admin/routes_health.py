@@ -49,13 +49,18 @@ async def readyz(ctx: Context) -> web.Response:
         state = "healthy" if ok and ledger.healthy else "unhealthy"
         if state == "unhealthy":
             detail = ledger.last_error or "the ledger does not answer"
-    ready = config_loaded and state != "unhealthy"
+    loop = runtime.loop if runtime.leader else None
+    scheduling = "standby" if loop is None else ("running" if loop.healthy else "failing")
+    if scheduling == "failing" and loop is not None:
+        detail = f"the scheduling loop keeps failing ({loop.failures} in a row): {loop.last_error}"
+    ready = config_loaded and state != "unhealthy" and scheduling != "failing"
     body = Readiness(
         ready=ready,
         config_loaded=config_loaded,
         ledger=state,
         ledger_backlog=backlog,
         leader=bool(runtime.leader),
+        scheduling=scheduling,
         detail=detail,
     )
     return web.Response(status=200 if ready else 503, text=body.model_dump_json(), content_type="application/json")

@@ -30,10 +30,13 @@ class Verdict(StrEnum):
     NO_FIT = "no-fit"
     NO_CANDIDATES = "no-candidates"
     """Would fit after preemption, but nobody may be preempted."""
+    ERROR = "error"
+    """Deciding for this workload failed (a bug, or a value nothing bounded yet): it waits, parked like one that
+    does not fit, and the rest of the cycle goes on without it."""
 
     @property
     def inadmissible(self) -> bool:
-        return self in (Verdict.NO_FIT, Verdict.NO_CANDIDATES)
+        return self in (Verdict.NO_FIT, Verdict.NO_CANDIDATES, Verdict.ERROR)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,17 +73,34 @@ class CycleResult:
 
 
 def run_cycle(snapshot: Snapshot, heads: Sequence[Workload]) -> CycleResult:
-    """Decide one cycle for `heads` (at most one per team) against `snapshot`, which it consumes."""
-    entries = [_nominate(snapshot, head) for head in heads]
+    """Decide one cycle for `heads` (at most one per team) against `snapshot`, which it consumes.
+
+    A head whose nomination or processing raises gets an ERROR decision and the others are decided as if it were
+    not there: one workload kuota cannot evaluate must not stop every other team's admissions. Processing charges
+    the snapshot only once it has decided, so a failure leaves at most a charge the cycle's end takes back."""
     result = CycleResult()
+    entries = []
+    for head in heads:
+        try:
+            entries.append(_nominate(snapshot, head))
+        except Exception as exc:  # one workload kuota cannot evaluate: see the docstring
+            result.decisions.append(_failed(head, "nominating", exc))
     preempted: dict[str, Workload] = {}
     for entry in order_heads(snapshot, entries):
-        decision = _process(snapshot, entry, preempted)
+        try:
+            decision = _process(snapshot, entry, preempted)
+        except Exception as exc:  # one workload kuota cannot evaluate: see the docstring
+            decision = _failed(entry.workload, "processing", exc)
         result.decisions.append(decision)
         if decision.verdict is Verdict.PREEMPTING:
             for target in decision.victims:
                 result.evictions.append(Eviction(target.workload, target.reason, entry.workload))
     return result
+
+
+def _failed(workload: Workload, stage: str, exc: Exception) -> Decision:
+    detail = f"{type(exc).__name__}: {exc}"[:300]
+    return Decision(workload, Verdict.ERROR, message=f"kuota could not decide for this workload ({stage}: {detail})")
 
 
 # -- nomination -------------------------------------------------------------------------------------------------

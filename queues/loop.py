@@ -13,9 +13,19 @@ import contextlib
 import time
 from collections.abc import Callable
 
+import structlog
+
+from admission.cycle import CycleResult, Verdict
 from queues.controller import Controller
 
+log = structlog.get_logger("kuota.loop")
+
 MAX_CYCLES_PER_WAKE = 1_000
+#: After a cycle raises, the loop tries again after this long, doubling up to RETRY_MAX_MS while it keeps failing.
+RETRY_BASE_MS = 1_000
+RETRY_MAX_MS = 30_000
+#: Consecutive failed wake-ups after which the loop counts as unhealthy (readiness says so).
+UNHEALTHY_AFTER = 3
 
 
 def wall_clock_ms() -> int:
@@ -58,6 +68,14 @@ class ControllerLoop:
         self.cycles = 0
         self.active = True
         """False while another replica leads: the loop keeps state current but decides nothing."""
+        self.failures = 0
+        """Wake-ups in a row whose tick or cycle raised; 0 once one goes through."""
+        self.last_error: str | None = None
+        self._retry_at = 0
+
+    @property
+    def healthy(self) -> bool:
+        return self.failures < UNHEALTHY_AFTER
 
     def wake(self) -> None:
         self._wake.set()
@@ -81,8 +99,24 @@ class ControllerLoop:
             self.step()
 
     def step(self) -> int:
-        """Tick and schedule once; returns how many cycles ran."""
+        """Tick and schedule once; returns how many cycles ran. An exception here (a bug, or a value nothing
+        bounded) is logged with its traceback and the loop tries again after a backoff: the process keeps its
+        Lease, so a loop that stopped for good would hold every admission in the cluster."""
         now = self.clock()
+        try:
+            ran = self._step(now)
+        except Exception as exc:
+            self.failures += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"[:500]
+            retry_in = min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** min(self.failures - 1, 10))
+            log.exception("scheduling_failed", failures=self.failures, retry_in_ms=retry_in, error=self.last_error)
+            self.controller.dirty = True
+            self._retry_at = now + retry_in
+            return 0
+        self.failures = 0
+        return ran
+
+    def _step(self, now: int) -> int:
         if self.timers.next_at is not None and self.timers.next_at <= now:
             self.timers.next_at = None
         self.controller.tick(now)
@@ -95,8 +129,10 @@ class ControllerLoop:
         if not self.active:
             return ran
         for _ in range(MAX_CYCLES_PER_WAKE):
-            if self.controller.schedule(now) is None:
+            result = self.controller.schedule(now)
+            if result is None:
                 break
+            _log_failed_decisions(result)
             ran += 1
         self.cycles += ran
         if self.controller.paused and self.controller.dirty:
@@ -104,6 +140,13 @@ class ControllerLoop:
         return ran
 
     async def _sleep_until_needed(self) -> None:
+        while self.failures and not self._stopped:  # backing off after a failure: other wake-ups wait too
+            remaining_ms = self._retry_at - self.clock()
+            if remaining_ms <= 0:
+                return
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), remaining_ms / 1000)
         self._wake.clear()
         if self.controller.dirty and not self.controller.paused and self.active:
             return
@@ -112,3 +155,9 @@ class ControllerLoop:
             timeout = max(0.0, (self.timers.next_at - self.clock()) / 1000)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout)
+
+
+def _log_failed_decisions(result: CycleResult) -> None:
+    for decision in result.decisions:
+        if decision.verdict is Verdict.ERROR:
+            log.error("decision_failed", workload=decision.workload.name, error=decision.message)

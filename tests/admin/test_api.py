@@ -158,3 +158,24 @@ def test_metrics(server: Server) -> None:
         "kuota_team_weighted_share",
     ):
         assert name in text, name
+
+
+def test_readiness_says_when_the_scheduling_loop_keeps_failing(server: Server) -> None:
+    class FailingLoop:
+        healthy = False
+        failures = 3
+        last_error = "RuntimeError: usage must be in [0, 2**63)"
+
+        def clock(self) -> int:
+            return 0
+
+    previous = server.runtime.loop
+    server.runtime.loop = FailingLoop()  # type: ignore[assignment]
+    try:
+        response = requests.get(server.url + "/readyz", timeout=5)
+        ready = response.json()
+        assert response.status_code == 503 and not ready["ready"]
+        assert ready["scheduling"] == "failing" and "2**63" in ready["detail"]
+    finally:
+        server.runtime.loop = previous
+    assert requests.get(server.url + "/readyz", timeout=5).json()["scheduling"] in ("running", "standby")
