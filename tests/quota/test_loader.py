@@ -159,6 +159,12 @@ BASE = "flavors: [{name: f}]\ncohorts: [{name: c}]\n"
             "teams[0].preemption.withinTeam (line 3): Input should be 'Never', 'LowerPriority'",
         ),
         ("priorityClasses: [{name: a, value: 1, default: true}, {name: b, value: 2, default: true}]", "only one"),
+        (
+            # Accepted once, it stopped the controller at its first preemption (year 13434 is out of range).
+            "priorityClasses:\n  - {name: a, value: 1, checkpointTimeout: 100000000h}",
+            "priorityClasses[0].checkpointTimeout (line 4): '100000000h' is longer than 100 years",
+        ),
+        ("fairSharing: {usageHalfLife: 10000000000s}", "longer than 100 years, the longest duration kuota accepts"),
     ],
 )
 def test_rules(body: str, expected: str) -> None:
