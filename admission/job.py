@@ -341,6 +341,14 @@ def _quantity_problem(raw: Any, path: str) -> JobProblem:
         return JobProblem(
             JobProblemKind.BAD_QUANTITY, path, f"{path} is {_short(raw)}, which is negative; give 0 or more"
         )
+    if type(raw) in _QUANTITY_TYPES:
+        try:
+            parse_quantity(raw)
+        except QuantityError as exc:
+            if "too large" in str(exc):
+                return JobProblem(JobProblemKind.BAD_QUANTITY, path, f"{path}: {exc}; ask for less")
+        except (ValueError, OverflowError):
+            pass
     return JobProblem(
         JobProblemKind.BAD_QUANTITY,
         path,

@@ -32,7 +32,21 @@ _PATTERN = re.compile(
 
 
 class QuantityError(ValueError):
-    """A string that is not a Kubernetes quantity."""
+    """A string that is not a Kubernetes quantity, or one beyond what kuota accounts."""
+
+
+#: The largest quantity kuota accounts, in milli-units: the ledger stores quantities (and a workload's usage) as
+#: 64-bit integers, so 2**63 - 1 milli-units (about 8 Pi of bytes, 9.2 million million whole GPUs or CPUs). A Job
+#: asking for 10Pi of memory once was admitted inside kuota and never started, because its usage could not be
+#: written down; now it is refused where it is read.
+MAX_MILLI = 2**63 - 1
+#: Longer text is refused before it is parsed: a 100,000-digit number took seconds to read, and no quantity needs
+#: more than this.
+MAX_QUANTITY_TEXT = 64
+
+
+def too_large(milli: int) -> bool:
+    return abs(milli) > MAX_MILLI
 
 
 def parse_quantity(value: str | int | float | Decimal) -> int:
@@ -40,10 +54,12 @@ def parse_quantity(value: str | int | float | Decimal) -> int:
     if isinstance(value, bool):
         raise QuantityError(f"{value!r} is not a quantity")
     if isinstance(value, int):
-        return value * MILLI
+        return _bounded(value * MILLI, str(value))
     # YAML hands us floats for `1.5`; their repr is the shortest decimal that round-trips, i.e. what was written.
     text = repr(value) if isinstance(value, float) else str(value)
     text = text.strip()
+    if len(text) > MAX_QUANTITY_TEXT:
+        raise QuantityError(f"{text[:20]!r}... is {len(text)} characters long, not a Kubernetes quantity")
     match = _PATTERN.match(text)
     if match is None:
         raise QuantityError(f"{text!r} is not a Kubernetes quantity (examples: 500m, 2, 1.5, 4Gi, 2e3)")
@@ -60,7 +76,17 @@ def parse_quantity(value: str | int | float | Decimal) -> int:
         suffix = match["suffix"] or ""
         scaled = number * _BINARY[suffix] if suffix in _BINARY else number * _DECIMAL[suffix]
     milli = (scaled * MILLI).to_integral_value(rounding=ROUND_CEILING)
-    return int(milli)
+    return _bounded(int(milli), repr(text))
+
+
+def _bounded(milli: int, shown: str) -> int:
+    if too_large(milli):
+        shown = shown if len(shown) <= 24 else shown[:20] + "..."
+        raise QuantityError(
+            f"{shown} is too large: kuota accounts quantities below 2**63 milli-units (about 8Pi, or "
+            f"{MAX_MILLI // MILLI:,} whole units), what its ledger stores"
+        )
+    return milli
 
 
 def format_quantity(milli: int, binary: bool = False) -> str:

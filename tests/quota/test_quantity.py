@@ -75,3 +75,24 @@ def test_durations() -> None:
     for bad in ("", "2x", "m", "1h 2m", True):
         with pytest.raises(DurationError):
             parse_duration_ms(bad)  # type: ignore[arg-type]
+
+
+def test_bounds_what_the_ledger_can_store() -> None:
+    assert parse_quantity("8Pi") == 8 * 2**50 * 1000  # the largest power of two that fits
+    for absurd in ("9Pi", "10Pi", "1e16", 10**17):
+        with pytest.raises(QuantityError, match="too large"):
+            parse_quantity(absurd)
+    with pytest.raises(QuantityError, match="100000 characters long"):
+        parse_quantity("1" * 100_000)  # refused before it is read: reading it took seconds
+
+
+def test_a_quota_beyond_the_bound_is_a_config_problem() -> None:
+    from quota.loader import ConfigError, load_config_text
+
+    text = (
+        "flavors: [{name: f}]\nteams:\n  - name: t\n    quotas: [{flavor: f, resources: {memory: {nominal: 100Pi}}}]\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config_text(text, source="q.yaml")
+    rendered = [p.render() for p in info.value.problems]
+    assert any("memory.nominal (line 4): '100Pi' is too large" in line for line in rendered), rendered

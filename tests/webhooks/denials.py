@@ -218,6 +218,21 @@ DENIALS: tuple[Denial, ...] = (
         422,
         ("'one'", "quantity"),
     ),
+    Denial(
+        # Accepted once: admitted inside kuota, never started (its usage did not fit the ledger's 64 bits).
+        "absurd-memory",
+        "validate",
+        _create(lambda j: _resources(j)["requests"].update({"memory": "10Pi"})),
+        422,
+        ("'10Pi' is too large", "ask for less"),
+    ),
+    Denial(
+        "quantity-of-100000-digits",
+        "validate",
+        _create(lambda j: _resources(j)["requests"].update({"cpu": "9" * 100_000})),
+        422,
+        ("which is not a Kubernetes quantity",),
+    ),
     Denial("unsuspend-on-create", "validate", lambda s: review(gpu_job()), 403, ("only kuota", "spec.suspend")),
     Denial("unsuspend-on-update", "validate", _unsuspend, 403, ("only kuota", "spec.suspend")),
     Denial(
