@@ -29,7 +29,7 @@ from admission.labels import (
 )
 from admission.workload import PodSet, Workload
 from quota.config import Namespace, PriorityClass, QuotaConfig
-from quota.quantity import QuantityError, parse_quantity
+from quota.quantity import QuantityError, format_resource, parse_quantity, too_large
 
 #: Kueue names the single pod set of a batch/v1 Job "main"; so do we, so names line up across both.
 POD_SET_NAME = "main"
@@ -826,6 +826,16 @@ def read_job(job: Any, index: ConfigIndex, namespace: str | None = None) -> JobR
     if url_problem is not None:
         problems.append(url_problem)
     requests = _pod_requests(pod, "spec.template.spec", problems)
+    for resource, milli in requests.items():
+        if too_large(milli * count):  # each quantity is bounded; their sum over containers and pods is not
+            problems.append(
+                JobProblem(
+                    JobProblemKind.BAD_QUANTITY,
+                    "spec.template.spec",
+                    f"this Job asks for {count} pods of {format_resource(resource, milli)} {resource} each, more "
+                    f"than kuota accounts (below 2**63 milli-units of a resource per workload); ask for less",
+                )
+            )
     pod_set = None
     if not problems and team is not None:
         pod_set = PodSetRequest(count, min_count, requests, _mapping(pod.get("nodeSelector")))

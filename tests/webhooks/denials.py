@@ -227,6 +227,19 @@ DENIALS: tuple[Denial, ...] = (
         ("'10Pi' is too large", "ask for less"),
     ),
     Denial(
+        # Each quantity within bounds, their total per workload not: 4 pods of 4Pi.
+        "absurd-total",
+        "validate",
+        _create(
+            lambda j: (
+                _resources(j)["requests"].update({"memory": "4Pi"}),
+                j["spec"].update({"parallelism": 4, "completions": 4}),
+            )
+        ),
+        422,
+        ("4 pods of", "more than kuota accounts", "ask for less"),
+    ),
+    Denial(
         "quantity-of-100000-digits",
         "validate",
         _create(lambda j: _resources(j)["requests"].update({"cpu": "9" * 100_000})),
