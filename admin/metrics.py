@@ -81,6 +81,12 @@ class KuotaMetrics:
             "kuota_operator_actions", "Hold and release by operators", ["action"], registry=registry
         )
         self.config_reloads = Counter("kuota_config_reloads", "Quota files applied", registry=registry)
+        self.decision_errors = Counter(
+            "kuota_decision_errors",
+            "Workloads kuota failed to decide for (the error is their reason to wait)",
+            ["team"],
+            registry=registry,
+        )
         self.webhook_latency = Histogram(
             "kuota_webhook_request_duration_seconds",
             "Admission webhook request latency",
@@ -173,6 +179,9 @@ class MetricsJournal:
 
     def config_applied(self, text: str, source: str, at: int) -> None:
         self.m.config_reloads.inc()
+
+    def decision_failed(self, workload: Workload, message: str, at: int) -> None:
+        self.m.decision_errors.labels(workload.team).inc()
 
     def cycle(self, heads: int, admitted: int, preempting: int, duration_s: float, at: int) -> None:
         self.m.cycles.inc()

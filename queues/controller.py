@@ -245,6 +245,8 @@ class Controller:
                 self._admit(self.manager.workloads[name], decision, now)
             elif decision.verdict is Verdict.PREEMPTING:
                 preempting += 1
+            elif decision.verdict is Verdict.ERROR:
+                self.journal.decision_failed(decision.workload, decision.message, now)
         started = 0
         for eviction in result.evictions:
             name = eviction.victim.name

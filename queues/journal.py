@@ -52,6 +52,8 @@ class Journal(Protocol):
 
     def cycle(self, heads: int, admitted: int, preempting: int, duration_s: float, at: int) -> None: ...
 
+    def decision_failed(self, workload: Workload, message: str, at: int) -> None: ...
+
 
 class NullJournal:
     """Listens to nothing (scenario runs, benchmarks without a ledger)."""

@@ -213,3 +213,8 @@ class EventJournal:
 
     def cycle(self, heads: int, admitted: int, preempting: int, duration_s: float, at: int) -> None:
         return None
+
+    def decision_failed(self, workload: Workload, message: str, at: int) -> None:
+        self.recorder.emit(
+            workload.name, "DecisionFailed", f"{message}; it waits until something changes", at, warning=True
+        )

@@ -140,3 +140,6 @@ class LedgerJournal:
 
     def cycle(self, heads: int, admitted: int, preempting: int, duration_s: float, at: int) -> None:
         return None
+
+    def decision_failed(self, workload: Workload, message: str, at: int) -> None:
+        return None  # nothing happened to the workload; the log, the metric and an Event say what failed

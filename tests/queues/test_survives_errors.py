@@ -39,6 +39,9 @@ def test_one_workload_that_cannot_be_evaluated_does_not_stop_the_others(
     assert finished == {"a": 5 * MIN, "b": 5 * MIN, "c": 5 * MIN}
     manager = sim.controller.manager
     assert manager.state["poison"] is State.PENDING and manager.inadmissible("poison")
+    failed = journal.named("decision_failed")  # the metric and the Event on the Job come from this
+    assert failed and {f["args"][0].name for f in failed} == {"poison"}
+    assert "year 13434" in failed[0]["args"][1]
 
 
 def test_the_error_is_the_decision_the_workload_waits_with(monkeypatch: pytest.MonkeyPatch) -> None:
