@@ -8,6 +8,7 @@ is carried out on the one scheduling thread and audited in one place.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +34,9 @@ class Runtime:
     leader: bool = False
     started_ms: int = field(default_factory=wall_clock_ms)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    on_fatal: Callable[[str], None] | None = None
+    """Set by `kuota serve`: a component that cannot go on calls it with the reason, and the process stops with
+    a non-zero exit after stopping every component (so the controller releases its Lease)."""
 
     @classmethod
     def from_file(cls, path: Path) -> Runtime:

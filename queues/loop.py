@@ -26,6 +26,9 @@ RETRY_BASE_MS = 1_000
 RETRY_MAX_MS = 30_000
 #: Consecutive failed wake-ups after which the loop counts as unhealthy (readiness says so).
 UNHEALTHY_AFTER = 3
+#: Consecutive failed wake-ups after which the loop gives up (about three minutes of retrying): the process then
+#: releases its Lease and exits, so that another replica, or a restart, takes over.
+GIVE_UP_AFTER = 10
 
 
 def wall_clock_ms() -> int:
@@ -55,6 +58,7 @@ class ControllerLoop:
         clock: Callable[[], int] = wall_clock_ms,
         coalesce_s: float = 0.02,
         backpressure: Callable[[], bool] | None = None,
+        on_give_up: Callable[[str], None] | None = None,
     ) -> None:
         self.controller = controller
         self.timers = timers
@@ -72,6 +76,9 @@ class ControllerLoop:
         """Wake-ups in a row whose tick or cycle raised; 0 once one goes through."""
         self.last_error: str | None = None
         self._retry_at = 0
+        self.gave_up = False
+        self.on_give_up = on_give_up
+        """Called once when the loop gives up, with the last error: the owner releases the Lease and exits."""
 
     @property
     def healthy(self) -> bool:
@@ -112,6 +119,11 @@ class ControllerLoop:
             log.exception("scheduling_failed", failures=self.failures, retry_in_ms=retry_in, error=self.last_error)
             self.controller.dirty = True
             self._retry_at = now + retry_in
+            if self.failures >= GIVE_UP_AFTER and not self.gave_up:
+                self.gave_up = self._stopped = True
+                log.error("scheduling_gave_up", failures=self.failures, error=self.last_error)
+                if self.on_give_up is not None:
+                    self.on_give_up(self.last_error)
             return 0
         self.failures = 0
         return ran

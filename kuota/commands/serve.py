@@ -209,7 +209,7 @@ def serve(
         _fail(str(exc))
     _configure_logging()
     try:
-        _run_loop(_run(built))
+        _run_loop(_run(built, runtime))
     except StartError as exc:
         _fail(str(exc))
 
@@ -261,11 +261,19 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-async def _run(components: list[Component]) -> None:
+async def _run(components: list[Component], runtime: Runtime | None = None) -> None:
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
+    fatal: list[str] = []
+    if runtime is not None:
+
+        def on_fatal(reason: str) -> None:
+            fatal.append(reason)
+            stopping.set()
+
+        runtime.on_fatal = on_fatal
     started: list[Component] = []
     try:
         for component in components:
@@ -275,6 +283,8 @@ async def _run(components: list[Component]) -> None:
     finally:
         for component in reversed(started):
             await component.stop()
+    if fatal:
+        raise StartError(fatal[0])
 
 
 def _run_loop(main: Coroutine[Any, Any, None]) -> None:

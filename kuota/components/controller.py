@@ -210,9 +210,21 @@ class ControllerComponent:
                     await term.stop()
                     return
                 self.term = term
+                if term.loop is not None:
+                    term.loop.on_give_up = self._give_up
                 self.runtime.controller, self.runtime.loop = term.controller, term.loop
                 self.runtime.leader = True
                 log.info("leading", identity=self.identity)
+
+    def _give_up(self, reason: str) -> None:
+        """The scheduling loop cannot go on: holding the Lease would stop admissions cluster-wide, so the process
+        stops (releasing the Lease on its way out) and exits non-zero for a restart or another replica."""
+        log.error("controller_giving_up", identity=self.identity, reason=reason)
+        self.runtime.leader = False
+        if self.runtime.on_fatal is not None:
+            self.runtime.on_fatal(f"the scheduling loop gave up: {reason}")
+        elif self.elector is not None:  # not under `kuota serve` (tests): at least let another replica lead
+            self._spawn(self.elector.stop(), "kuota-give-up")
 
     async def _follow(self) -> None:
         async with self._leading:

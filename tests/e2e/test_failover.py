@@ -38,6 +38,22 @@ async def holder(rig: Rig) -> str | None:
     return lease.spec.holder_identity or None
 
 
+async def start_pair(rig: Rig, *, lease_duration: int) -> tuple[dict[str, subprocess.Popen[bytes]], str]:
+    """Two replicas, started one after the other: both migrate the shared SQLite ledger at start, and two
+    migrations at once on one SQLite file collide ("database is locked"); the second waits for the first to
+    lead, then for its own controller to be up."""
+    processes = {"kuota-a": serve(rig, "kuota-a", lease_duration=lease_duration)}
+    first = await eventually(lambda: holder(rig), timeout_s=30, what="a leader")
+    processes["kuota-b"] = serve(rig, "kuota-b", lease_duration=lease_duration)
+    await eventually(
+        lambda: "controller_started" in _log(rig, "kuota-b") or processes["kuota-b"].poll() is not None,
+        timeout_s=30,
+        what="the second replica is up",
+    )
+    assert processes["kuota-b"].poll() is None, _log(rig, "kuota-b")[-2000:]
+    return processes, first
+
+
 def stop_all(*processes: subprocess.Popen[bytes]) -> None:
     for process in processes:
         if process.poll() is None:
@@ -46,9 +62,8 @@ def stop_all(*processes: subprocess.Popen[bytes]) -> None:
 
 
 async def test_standby_takes_over_when_the_leader_is_killed(rig: Rig) -> None:
-    processes = {name: serve(rig, name, lease_duration=2) for name in ("kuota-a", "kuota-b")}
+    processes, first = await start_pair(rig, lease_duration=2)
     try:
-        first = await eventually(lambda: holder(rig), timeout_s=30, what="a leader")
         leader = first.split("_")[0]
         for name in ("a", "b"):
             await rig.create_job(name, cpu="400m", runtime_s=5)
@@ -83,9 +98,8 @@ async def _other_holder(rig: Rig, first: str) -> str | None:
 
 async def test_graceful_shutdown_hands_over_at_once(rig: Rig) -> None:
     # A 60 s Lease: without the release the standby could not take over for a minute; it retries every 12 s.
-    processes = {name: serve(rig, name, lease_duration=60) for name in ("kuota-a", "kuota-b")}
+    processes, first = await start_pair(rig, lease_duration=60)
     try:
-        first = await eventually(lambda: holder(rig), timeout_s=30, what="a leader")
         await asyncio.sleep(1)  # the standby has tried and found the Lease held
         leader = first.split("_")[0]
         processes[leader].send_signal(signal.SIGTERM)  # releases the Lease: the standby need not wait 60 s

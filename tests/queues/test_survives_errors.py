@@ -105,3 +105,45 @@ async def test_the_running_loop_waits_out_the_backoff() -> None:
         assert controller.cycles == 1 and loop.failures == 0
     finally:
         await loop.stop()
+
+
+def test_a_loop_that_keeps_failing_gives_up_once_and_says_why() -> None:
+    from queues.loop import GIVE_UP_AFTER
+
+    now = 0
+    reasons: list[str] = []
+    loop = ControllerLoop(RaisingController(fail=10**6), LoopTimers(), clock=lambda: now, on_give_up=reasons.append)  # type: ignore[arg-type]
+    for _ in range(GIVE_UP_AFTER - 1):
+        loop.step()
+        now = loop._retry_at
+    assert not loop.gave_up and not reasons
+    loop.step()
+    assert loop.gave_up and reasons == ["RuntimeError: usage must be in [0, 2**63)"]
+    loop.step()  # a stray wake-up after giving up does not call the owner again
+    assert len(reasons) == 1
+
+
+async def test_serve_stops_every_component_and_fails_when_one_cannot_go_on() -> None:
+    from kuota.commands.serve import _run
+    from kuota.components import StartError
+    from kuota.runtime import Runtime
+    from quota.config import QuotaConfig
+
+    runtime = Runtime(QuotaConfig(), "")
+    stopped: list[str] = []
+
+    class Component:
+        def __init__(self, name: str, fail: bool) -> None:
+            self.name, self.fail = name, fail
+
+        async def start(self) -> None:
+            if self.fail:
+                assert runtime.on_fatal is not None
+                runtime.on_fatal("the scheduling loop gave up: boom")  # as the controller does
+
+        async def stop(self) -> None:
+            stopped.append(self.name)
+
+    with pytest.raises(StartError, match="gave up: boom"):
+        await _run([Component("webhook", False), Component("controller", True)], runtime)  # type: ignore[list-item]
+    assert stopped == ["controller", "webhook"]
