@@ -20,11 +20,27 @@ _app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"kuota {version('kuota')}")
+        except PackageNotFoundError:  # running from a checkout that was never installed
+            typer.echo("kuota (not installed)")
+        raise typer.Exit()
+
+
 @_app.callback()
-def _root() -> None:
+def _root(
+    show_version: bool = typer.Option(
+        False, "--version", help="Print kuota's version and exit.", callback=_version, is_eager=True
+    ),
+) -> None:
     """Job queueing and quota admission for Kubernetes GPU clusters."""
 
 
