@@ -11,7 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import structlog
+
 from admission.workload import FlavorResource, PreemptionReason, Workload
+
+log = structlog.get_logger("kuota.controller")
 
 
 class Journal(Protocol):
@@ -64,6 +68,13 @@ class NullJournal:
 
 def _ignore(*_args: object, **_kwargs: object) -> None:
     return None
+
+
+class LogJournal(NullJournal):
+    """The log lines an operator needs beside the ledger and the Events: failed decisions, with their error."""
+
+    def decision_failed(self, workload: Workload, message: str, at: int) -> None:
+        log.error("decision_failed", workload=workload.name, team=workload.team, error=message)
 
 
 class Journals:

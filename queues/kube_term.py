@@ -21,7 +21,7 @@ from accounting.recovery import close_orphaned_intervals, last_activity
 from admission.job import job_annotations
 from admission.labels import ADMITTED_FLAVOR
 from queues.controller import BACKOFF_BASE_MS, Controller, Tracking
-from queues.journal import Journals
+from queues.journal import Journals, LogJournal
 from queues.kube import KubeCluster, epoch_ms, finished_at, finished_condition, is_suspended, job_key
 from queues.kube_api import KubeApi
 from queues.kube_events import EventJournal, EventRecorder
@@ -78,7 +78,7 @@ class LeaderTerm:
             if finished_condition(job) is None and not is_suspended(job) and ADMITTED_FLAVOR in job_annotations(job)
         }
         attempts: dict[str, int] = {}
-        journals: list[object] = []
+        journals: list[object] = [LogJournal()]
         if self.ledger is not None:
             attempts = await self._recover_ledger(items, running, cluster)
             journals.append(LedgerJournal(self.ledger))

@@ -15,7 +15,6 @@ from collections.abc import Callable
 
 import structlog
 
-from admission.cycle import CycleResult, Verdict
 from queues.controller import Controller
 
 log = structlog.get_logger("kuota.loop")
@@ -141,10 +140,8 @@ class ControllerLoop:
         if not self.active:
             return ran
         for _ in range(MAX_CYCLES_PER_WAKE):
-            result = self.controller.schedule(now)
-            if result is None:
+            if self.controller.schedule(now) is None:
                 break
-            _log_failed_decisions(result)
             ran += 1
         self.cycles += ran
         if self.controller.paused and self.controller.dirty:
@@ -167,9 +164,3 @@ class ControllerLoop:
             timeout = max(0.0, (self.timers.next_at - self.clock()) / 1000)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout)
-
-
-def _log_failed_decisions(result: CycleResult) -> None:
-    for decision in result.decisions:
-        if decision.verdict is Verdict.ERROR:
-            log.error("decision_failed", workload=decision.workload.name, error=decision.message)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from admission.workload import PodSet, Workload
 from kuota.runtime import Runtime
 from queues.controller import BACKOFF_BASE_MS, Controller
-from queues.journal import Journals
+from queues.journal import Journals, LogJournal
 from queues.ledger_journal import LedgerJournal
 from queues.loop import ControllerLoop, LoopTimers, wall_clock_ms
 
@@ -88,7 +88,7 @@ class RealTimeSimulation:
     async def start(self) -> None:
         timers = LoopTimers()
         ledger = self.runtime.ledger
-        journal = Journals(LedgerJournal(ledger)) if ledger is not None else None
+        journal = Journals(LogJournal(), *([LedgerJournal(ledger)] if ledger is not None else []))
         controller = Controller(
             self.runtime.config, self.cluster, timers, journal, backoff_base_ms=self.backoff_base_ms
         )
