@@ -29,7 +29,7 @@ from admission.labels import (
 )
 from admission.workload import PodSet, Workload
 from quota.config import Namespace, PriorityClass, QuotaConfig
-from quota.quantity import QuantityError, format_resource, parse_quantity, too_large
+from quota.quantity import QuantityError, QuantityTooLarge, format_resource, parse_quantity, too_large
 
 #: Kueue names the single pod set of a batch/v1 Job "main"; so do we, so names line up across both.
 POD_SET_NAME = "main"
@@ -344,9 +344,8 @@ def _quantity_problem(raw: Any, path: str) -> JobProblem:
     if type(raw) in _QUANTITY_TYPES:
         try:
             parse_quantity(raw)
-        except QuantityError as exc:
-            if "too large" in str(exc):
-                return JobProblem(JobProblemKind.BAD_QUANTITY, path, f"{path}: {exc}; ask for less")
+        except QuantityTooLarge as exc:
+            return JobProblem(JobProblemKind.BAD_QUANTITY, path, f"{path}: {exc}; ask for less")
         except (ValueError, OverflowError):
             pass
     return JobProblem(

@@ -35,9 +35,8 @@ def parse_duration_ms(value: str | int) -> int:
     if isinstance(value, int):
         if value < 0:
             raise DurationError(f"{value} is negative")
-        if value > MAX_DURATION_MS // 1000:
-            return _bounded(MAX_DURATION_MS + 1, f"{str(value)[:20]}{'...' if value >= 10**20 else ''} seconds")
-        return value * 1000
+        shown = str(value) if value < 10**20 else f"{str(value)[:20]}..."
+        return _bounded(value * 1000, f"{shown} seconds")
     text = str(value).strip()
     if len(text) > MAX_DURATION_TEXT:
         raise DurationError(f"{text[:20]!r}... is {len(text)} characters long, not a duration")

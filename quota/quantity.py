@@ -35,6 +35,10 @@ class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity, or one beyond what kuota accounts."""
 
 
+class QuantityTooLarge(QuantityError):
+    """A Kubernetes quantity beyond MAX_MILLI."""
+
+
 #: The largest quantity kuota accounts, in milli-units: the ledger stores quantities (and a workload's usage) as
 #: 64-bit integers, so 2**63 - 1 milli-units (about 8 Pi of bytes, 9.2 million million whole GPUs or CPUs). A Job
 #: asking for 10Pi of memory once was admitted inside kuota and never started, because its usage could not be
@@ -82,7 +86,7 @@ def parse_quantity(value: str | int | float | Decimal) -> int:
 def _bounded(milli: int, shown: str) -> int:
     if too_large(milli):
         shown = shown if len(shown) <= 24 else shown[:20] + "..."
-        raise QuantityError(
+        raise QuantityTooLarge(
             f"{shown} is too large: kuota accounts quantities below 2**63 milli-units (about 8Pi, or "
             f"{MAX_MILLI // MILLI:,} whole units), what its ledger stores"
         )
