@@ -24,6 +24,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+# Hop-by-hop headers, and those aiohttp sets itself for the forwarded body (host, content-length); the rest,
+# Content-Encoding included, pass through as they are, with the body's bytes unchanged.
 HOP_BY_HOP = {
     "connection",
     "keep-alive",
@@ -35,7 +37,6 @@ HOP_BY_HOP = {
     "upgrade",
     "host",
     "content-length",
-    "content-encoding",
 }
 
 
@@ -228,8 +229,6 @@ class FaultProxy:
             for key, value in upstream.headers.items():
                 if key.lower() not in HOP_BY_HOP:
                     response.headers[key] = value
-            if upstream.headers.get("Content-Encoding"):
-                response.headers["Content-Encoding"] = upstream.headers["Content-Encoding"]
             await response.prepare(request)
             if verb == "watch":
                 self._watches.add(response)
