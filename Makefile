@@ -57,8 +57,8 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict quota admission
-	$(BIN)/mypy --strict accounting queues/traces.py queues/report.py
+	$(BIN)/mypy --strict quota admission importers
+	$(BIN)/mypy --strict accounting sim/traces.py sim/report.py
 
 contracts: $(STAMP)
 	$(BIN)/lint-imports

@@ -53,7 +53,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from admission.labels import PRIORITY_LABEL, QUEUE_LABEL
 from bench.e2e_rig import CLIENT_USER, Rig
 from bench.kueue_perf import BASELINE, PerfJob, PerfMix, load_mix, load_ranges
-from queues.kube_api import resolve_environment_once
+from clusters.kube.api import resolve_environment_once
 from tests.kube.manifests import job_manifest
 
 #: Kueue's harness evicts at once; a preempted Job here never checkpoints, so the victim's deadline is kept short.

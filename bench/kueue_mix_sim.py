@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.kueue_perf import BASELINE, LARGE, load_mix, load_ranges
-from queues.simulator import SimJob, Simulation
+from clusters.sim.cluster import SimJob, Simulation
 
 
 def main() -> None:

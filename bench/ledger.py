@@ -279,9 +279,9 @@ async def simulated_run_overhead(
 
 async def simulated_runs(postgres_url: str, jobs: int, repeats: int) -> None:
     from queues.ledger_journal import LedgerJournal
-    from queues.replay import replay
-    from queues.traces import default_mapping, read_trace
     from quota.loader import load_config_file
+    from sim.replay import replay
+    from sim.traces import default_mapping, read_trace
 
     config = load_config_file(SAMPLES / "org-quota.yaml")
     trace = read_trace(SAMPLES / "itp-slice.csv", "csv", default_mapping("csv", config), config, limit=jobs)

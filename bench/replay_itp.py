@@ -24,10 +24,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from queues.replay import replay
-from queues.traces import TraceJob, parse_mapping, read_trace
 from quota.config import QuotaConfig
 from quota.loader import load_config_data
+from sim.replay import replay
+from sim.traces import TraceJob, parse_mapping, read_trace
 
 TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces" / "msft-itp-2021"
 ITP = TRACE / "itp_2021_all_clusters.csv"

@@ -2,8 +2,8 @@
 
 Commands are synchronous and must return at once (a Kubernetes implementation schedules the API calls and
 retries them itself); answers come back as calls on the controller (`job_finished`, `checkpoint_acked`,
-`suspended`, ...). Two implementations: queues/kube.py (kubernetes-asyncio) and queues/simulator.py (a virtual
-clock, for `kuota simulate`, tests and `kuota serve --cluster sim`).
+`suspended`, ...). Two implementations: clusters/kube/cluster.py (kubernetes-asyncio) and clusters/sim/cluster.py
+(a virtual clock, for `kuota simulate`, tests and `kuota serve --cluster sim`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 It owns everything that happens between cycles — checkpoint-hooked eviction, requeue with backoff, resume-from,
 fair-share credits — and tells a Journal about every step. It is synchronous and clock-agnostic: the async loop
-(queues/loop.py) drives it in real time, the simulator (queues/simulator.py) in virtual time, with the same code.
+(queues/loop.py) drives it in real time, the simulator (clusters/sim/cluster.py) in virtual time, with the same code.
 
 Eviction of a victim, per semantics.md "Preemption with checkpoint hooks":
 request a checkpoint (URL hook or annotation handshake, the Cluster's business) → wait for the ack or the

@@ -12,9 +12,7 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from kuota.commands import import_kueue as command
-from quota.config import QuotaConfig
-from quota.kueue_import import (
+from importers.kueue import (
     KUEUE_KINDS,
     KueueImportError,
     TemplateError,
@@ -23,6 +21,8 @@ from quota.kueue_import import (
     render_template,
     to_yaml,
 )
+from kuota.commands import import_kueue as command
+from quota.config import QuotaConfig
 from quota.loader import load_config_data
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared"
@@ -752,7 +752,7 @@ def test_bad_set_argument_exits_2() -> None:
 
 
 def test_an_invalid_result_is_reported_as_an_importer_bug(monkeypatch: pytest.MonkeyPatch) -> None:
-    from quota.kueue_import import ImportResult
+    from importers.kueue import ImportResult
 
     def broken(documents: list[Any]) -> ImportResult:
         return ImportResult({"teams": [{"name": "Not_A_Label"}]}, [])

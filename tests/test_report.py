@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from queues.report import CDF_POINTS, PANEL_POINTS, WIDE_POINTS, ReportData, render_report, thin, write_report
+from sim.report import CDF_POINTS, PANEL_POINTS, WIDE_POINTS, ReportData, render_report, thin, write_report
 
 TEAMS = ["nlp", "vision", "speech", "multimodal", "robotics", "recsys", "search", "ads", "eval", "infra"]
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}

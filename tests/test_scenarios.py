@@ -6,7 +6,7 @@ disagrees with the engine say so in `notes: "DISAGREES WITH KUOTA: ..."`: they a
 engine is fixed (or the expectation is argued down), so they are not marked xfail.
 
 Process start-up dominates a `kuota scenario` run, so the valid files run in-process through the same functions
-the command calls (queues.scenario.load_scenario_text / run_scenario); the command itself - exit codes, stderr,
+the command calls (sim.scenario.load_scenario_text / run_scenario); the command itself - exit codes, stderr,
 JSON on stdout, determinism - is checked through subprocesses on the spec's examples, the invalid files and two
 valid ones. Those subprocesses start together, once per module, and the tests read their results.
 """
@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from queues.scenario import load_scenario_text, run_scenario
+from sim.scenario import load_scenario_text, run_scenario
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "scenarios"

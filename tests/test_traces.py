@@ -13,7 +13,9 @@ from types import ModuleType
 
 import pytest
 
-from queues.traces import (
+from quota.config import QuotaConfig
+from quota.loader import load_config_file, load_config_text
+from sim.traces import (
     Assign,
     TraceError,
     TraceJob,
@@ -27,8 +29,6 @@ from queues.traces import (
     read_trace,
     read_trace_detailed,
 )
-from quota.config import QuotaConfig
-from quota.loader import load_config_file, load_config_text
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "data" / "traces"

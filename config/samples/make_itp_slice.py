@@ -13,8 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from queues.traces import TraceError, format_csv, load_mapping, read_trace
 from quota.loader import ConfigError, load_config_file
+from sim.traces import TraceError, format_csv, load_mapping, read_trace
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

@@ -1,6 +1,6 @@
 """`kuota import-kueue FILE... [-o OUT] [--set KEY=VALUE]...`: Kueue manifests → one team-quota file.
 
-The conversion itself is quota.kueue_import (pure); this module reads the files, renders Go templates, follows
+The conversion itself is importers.kueue (pure); this module reads the files, renders Go templates, follows
 knavigator workflows to their templates, validates the result with kuota's own loader and writes it.
 """
 
@@ -14,7 +14,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 import yaml
 
-from quota.kueue_import import (
+from importers.kueue import (
     KUEUE_KINDS,
     KueueImportError,
     TemplateError,

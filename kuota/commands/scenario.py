@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from queues.scenario import ScenarioError, load_scenario_text, run_scenario
+from sim.scenario import ScenarioError, load_scenario_text, run_scenario
 
 
 class Format(StrEnum):

@@ -45,8 +45,8 @@ def simulate(
 ) -> None:
     """Replay a trace with kuota's real queue manager, engine and controller on a virtual clock; print per-team
     figures (jobs, GPU-hours, waits, share of capacity, borrowing, preemptions, lost GPU-seconds, credits)."""
-    from queues.traces import TraceError, default_mapping, load_mapping, read_trace_detailed
     from quota.loader import ConfigError, load_config_file
+    from sim.traces import TraceError, default_mapping, load_mapping, read_trace_detailed
 
     try:
         quota = load_config_file(config)
@@ -77,7 +77,7 @@ def simulate(
 def _run(quota: Any, jobs: Any, hook_delay_ms: int, journal: Any, show_progress: bool) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from queues.replay import replay
+    from sim.replay import replay
 
     if not show_progress or not sys.stderr.isatty():
         return replay(quota, jobs, journal=journal, hook_delay_ms=hook_delay_ms)
@@ -123,7 +123,7 @@ def _run_with_ledger(quota: Any, jobs: Any, url: str, hook_delay_ms: int, show_p
 
 
 def _write_report(result: Any, directory: Path, title: str) -> Path:
-    from queues.report import ReportData, write_report
+    from sim.report import ReportData, write_report
 
     stats = result.stats
     summary = result.summary()

@@ -1,7 +1,7 @@
 """The controller component of `kuota serve`: the ledger, the Lease, and the scheduling loop while leading.
 
 Every replica opens the ledger (running the schema migrations first) and campaigns for the Lease; the one that
-holds it rebuilds the controller from the cluster and the ledger (queues/kube_term.py) and puts it in the shared
+holds it rebuilds the controller from the cluster and the ledger (clusters/kube/term.py) and puts it in the shared
 Runtime, where the admin component finds it. Losing the Lease (or shutting down) stops the loop before anything
 else, so two replicas never decide at once; shutting down then releases the Lease and flushes the ledger.
 The quota file is watched (a file, or a ConfigMap through the API) and applied through `Runtime.apply_config`;
@@ -26,12 +26,12 @@ from kubernetes_asyncio import config as kube_config
 from accounting.database import DatabaseURLError, resolve_database_url
 from accounting.ledger import Ledger
 from accounting.migrate import upgrade_async
+from clusters.kube.api import KubeApi, status_of
+from clusters.kube.events import EventRecorder
+from clusters.kube.leader import LeaseElector
+from clusters.kube.term import LeaderTerm
 from kuota.components import StartError
 from kuota.runtime import Runtime
-from queues.kube_api import KubeApi, status_of
-from queues.kube_events import EventRecorder
-from queues.kube_term import LeaderTerm
-from queues.leader import LeaseElector
 from queues.loop import wall_clock_ms
 from queues.manager import ReloadRejected
 from quota.loader import ConfigError

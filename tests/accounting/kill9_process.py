@@ -27,13 +27,13 @@ from typing import Any
 from accounting import Ledger, repository
 from accounting.events import LedgerEvent
 from admission.workload import Admission, Workload
+from clusters.sim.cluster import Kind, SimJob, Simulation
 from queues.controller import Tracking
 from queues.journal import Journals
 from queues.ledger_journal import LedgerJournal
-from queues.replay import sim_jobs
-from queues.simulator import Kind, SimJob, Simulation
-from queues.traces import default_mapping, read_trace
 from quota.loader import load_config_file
+from sim.replay import sim_jobs
+from sim.traces import default_mapping, read_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "config" / "samples" / "org-quota.yaml"

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 from admission.workload import PodSet, Workload
+from clusters.sim.cluster import SimJob, Simulation
 from queues.controller import Controller
 from queues.loop import ControllerLoop, LoopTimers
 from queues.manager import State
-from queues.simulator import SimJob, Simulation
 from quota.loader import load_config_text
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 from kubernetes_asyncio import client
 
-from queues.kube_api import KubeApi, TokenBucket
-from queues.kube_events import EventRecorder
+from clusters.kube.api import KubeApi, TokenBucket
+from clusters.kube.events import EventRecorder
 
 
 class Response:

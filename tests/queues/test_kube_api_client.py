@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from queues.kube_api import pass_plain_json_through, resolve_environment_once
+from clusters.kube.api import pass_plain_json_through, resolve_environment_once
 
 HOST = "https://api.cluster.example:6443"
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from admission.workload import PodSet, Workload
+from clusters.sim.cluster import SimJob, Simulation
 from queues.journal import RecordingJournal
 from queues.manager import State
-from queues.simulator import SimJob, Simulation
 from quota.loader import load_config_text
 
 CONFIG = """

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from admission.workload import Admission, PodSet, Workload
+from clusters.kube.term import record_unknown_admissions
+from clusters.sim.cluster import Simulation
 from queues.controller import Controller, Tracking
 from queues.journal import RecordingJournal
-from queues.kube_term import record_unknown_admissions
 from queues.loop import LoopTimers
-from queues.simulator import Simulation
 from quota.loader import load_config_text
 
 CONFIG = load_config_text(

@@ -20,11 +20,11 @@ from accounting.ledger import Ledger
 from accounting.recovery import close_orphaned_intervals, last_activity
 from admission.job import job_annotations
 from admission.labels import ADMITTED_FLAVOR
+from clusters.kube.api import KubeApi
+from clusters.kube.cluster import KubeCluster, epoch_ms, finished_at, finished_condition, is_suspended, job_key
+from clusters.kube.events import EventJournal, EventRecorder
 from queues.controller import BACKOFF_BASE_MS, Controller, Tracking
 from queues.journal import Journals, LogJournal
-from queues.kube import KubeCluster, epoch_ms, finished_at, finished_condition, is_suspended, job_key
-from queues.kube_api import KubeApi
-from queues.kube_events import EventJournal, EventRecorder
 from queues.ledger_journal import LedgerJournal
 from queues.loop import ControllerLoop, LoopTimers, wall_clock_ms
 from quota.config import QuotaConfig

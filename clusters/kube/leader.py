@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from queues.kube_api import KubeApi, status_of
+from clusters.kube.api import KubeApi, status_of
 
 log = structlog.get_logger("kuota.leader")
 

@@ -1,6 +1,6 @@
 """The Kubernetes Cluster: batch/v1 Jobs in, patches out.
 
-What the controller hears comes from one list+watch of every Job (queues/kube_watch.py): a Job kuota manages is
+What the controller hears comes from one list+watch of every Job (clusters/kube/watch.py): a Job kuota manages is
 submitted when first seen (one that runs with `kuota.dev/admitted-flavor` is already admitted, and is submitted
 with the admission rebuilt from the annotation, so a restart or a new leader admits nothing twice), finished from
 its Complete/Failed condition, deleted when it goes. What the controller decides goes out as one merge patch per
@@ -34,10 +34,10 @@ from admission.labels import (
     WORKLOAD_ID,
 )
 from admission.workload import Admission, PodSet, Workload
+from clusters.kube.api import KubeApi, status_of
+from clusters.kube.events import rfc3339
+from clusters.kube.watch import JobReflector
 from queues.controller import Controller
-from queues.kube_api import KubeApi, status_of
-from queues.kube_events import rfc3339
-from queues.kube_watch import JobReflector
 from queues.loop import ControllerLoop, wall_clock_ms
 from quota.config import QuotaConfig, Team
 

@@ -10,10 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from admission.workload import PodSet, Workload
+from clusters.sim.cluster import DEFAULT_HOOK_DELAY_MS, SimJob, Simulation, SimulationStats
 from queues.journal import Journal
-from queues.simulator import DEFAULT_HOOK_DELAY_MS, SimJob, Simulation, SimulationStats
-from queues.traces import TraceJob
 from quota.config import QuotaConfig, Team
+from sim.traces import TraceJob
 
 GPU = "nvidia.com/gpu"
 

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 import structlog
 
 from admission.workload import FlavorResource, PreemptionReason, Workload
-from queues.kube_api import KubeApi, TokenBucket
+from clusters.kube.api import KubeApi, TokenBucket
 
 log = structlog.get_logger("kuota.kube.events")
 

@@ -17,7 +17,7 @@ import aiohttp
 import orjson
 import structlog
 
-from queues.kube_api import ApiStatusError, KubeApi, retryable
+from clusters.kube.api import ApiStatusError, KubeApi, retryable
 
 log = structlog.get_logger("kuota.kube.watch")
 

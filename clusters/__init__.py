@@ -1,0 +1,1 @@
+"""Implementations of the Cluster port (queues/cluster.py): kube/ for Kubernetes, sim/ for the simulated cluster."""

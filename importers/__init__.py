@@ -1,0 +1,1 @@
+"""Foreign formats read into a kuota quota file (Kueue manifests)."""

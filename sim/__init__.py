@@ -1,0 +1,1 @@
+"""Offline tooling on top of the simulated cluster: trace readers, replay, the HTML report, scenario files."""
