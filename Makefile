@@ -57,7 +57,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict quota admission importers
+	$(BIN)/mypy --strict quota admission importers workloads webhooks clusters/kube/admitted.py
 	$(BIN)/mypy --strict accounting sim/traces.py sim/report.py
 
 contracts: $(STAMP)

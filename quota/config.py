@@ -264,6 +264,25 @@ class QuotaConfig(_Model):
     cohorts: tuple[Cohort, ...] = ()
     teams: tuple[Team, ...] = ()
     namespaces: tuple[Namespace, ...] = ()
+    job_kinds: tuple[str, ...] | None = None
+    """The kinds of job kuota queues, by kind name (`Job`, `JobSet`, `PyTorchJob`...); None: `Job` only. Which
+    names exist is the job framework's to say: `kuota validate` and `kuota serve` check them against it."""
+
+    @field_validator("job_kinds")
+    @classmethod
+    def _job_kinds(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("jobKinds is empty; list at least one kind (e.g. [Job]), or leave it out for Job only")
+        seen: set[str] = set()
+        for name in value:
+            if not name or len(name) > 63 or not name.isascii() or not name.isalnum():
+                raise ValueError(f"jobKinds: {name[:70]!r} is not a kind name (such as Job or JobSet)")
+            if name in seen:
+                raise ValueError(f"jobKinds lists {name} twice")
+            seen.add(name)
+        return value
 
     @field_validator("api_version")
     @classmethod

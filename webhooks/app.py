@@ -1,4 +1,9 @@
-"""The aiohttp application: AdmissionReview endpoints for batch/v1 Jobs, plus health and readiness.
+"""The aiohttp application: AdmissionReview endpoints for every enabled kind, plus health and readiness.
+
+One generic handler per webhook serves every kind: the path names the kind's API resource
+(`/mutate/{group}/{version}/{plural}`, `core` for the core group), and the kind's module does the rest. The paths
+of the first version's configurations (`/mutate/batch/v1/job`) still serve Jobs, so an upgrade needs no new
+webhook configuration.
 
 Every failure mode answers with something the API server can report: 400 with a Status for a body that is not a
 review, a well-formed denial for a review of a wrong object, and a denial (never a 500) if a rule itself breaks,
@@ -14,7 +19,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 from aiohttp import web
 
-from webhooks.mutate import mutate_job
+from webhooks.mutate import mutate
 from webhooks.review import (
     AdmissionRequest,
     Decision,
@@ -25,15 +30,25 @@ from webhooks.review import (
     render_response,
 )
 from webhooks.state import WebhookState
-from webhooks.validate import validate_job
+from webhooks.validate import validate
+from workloads.kind import JobKind
+from workloads.kinds.job import JOB
 
-MUTATE_PATH = "/mutate/batch/v1/job"
-VALIDATE_PATH = "/validate/batch/v1/job"
+
+def review_path(endpoint: str, kind: JobKind) -> str:
+    """The path the webhook configuration names for `kind`: /mutate/batch/v1/jobs, /validate/ray.io/v1/rayjobs."""
+    return f"/{endpoint}/{kind.group or 'core'}/{kind.version}/{kind.plural}"
+
+
+MUTATE_PATH = review_path("mutate", JOB)
+VALIDATE_PATH = review_path("validate", JOB)
+LEGACY_PATHS = {"mutate": "/mutate/batch/v1/job", "validate": "/validate/batch/v1/job"}
 
 #: Object and oldObject of a Job near etcd's 1.5 MiB limit, with room for the review around them.
 MAX_BODY_BYTES = 8 * 1024 * 1024
 
-Rule = Callable[[AdmissionRequest, WebhookState], Decision]
+Rule = Callable[[JobKind, AdmissionRequest, WebhookState], Decision]
+RULES: dict[str, Rule] = {"mutate": mutate, "validate": validate}
 
 log = structlog.get_logger("kuota.webhook")
 
@@ -41,26 +56,34 @@ log = structlog.get_logger("kuota.webhook")
 def make_app(state: WebhookState, observe: Callable[[str, float], None] | None = None) -> web.Application:
     """The webhook application; `observe(endpoint, seconds)` is told how long each review took (metrics)."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    app.router.add_post(MUTATE_PATH, _review_handler("mutate", mutate_job, state, observe))
-    app.router.add_post(VALIDATE_PATH, _review_handler("validate", validate_job, state, observe))
+    for endpoint, rule in RULES.items():
+        handler = _review_handler(endpoint, rule, state, observe)
+        app.router.add_post(f"/{endpoint}/{{group}}/{{version}}/{{plural}}", handler)
+        app.router.add_post(LEGACY_PATHS[endpoint], _review_handler(endpoint, rule, state, observe, JOB))
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz_handler(state))
     return app
 
 
-def answer(endpoint: str, rule: Rule, state: WebhookState, body: bytes) -> tuple[int, bytes]:
-    """HTTP status and body for one review: the whole request path, synchronous and in memory."""
+def answer(endpoint: str, rule: Rule, state: WebhookState, body: bytes, kind: JobKind | str = JOB) -> tuple[int, bytes]:
+    """HTTP status and body for one review: the whole request path, synchronous and in memory.
+
+    `kind` is the kind the path serves, or the path's resource when no enabled kind has it: the review is still
+    answered (with a denial saying so), since the API server needs an answer to report.
+    """
     try:
         review = parse_review(body)
     except ReviewError as exc:
         return 400, render_bad_request(str(exc))
+    if isinstance(kind, str):
+        return 200, render_response(review.uid, _not_enabled(kind, state))
     try:
-        decision = rule(review, state)
+        decision = rule(kind, review, state)
     except Exception:
         incident = uuid.uuid4().hex[:12]
         log.exception("review failed", endpoint=endpoint, uid=review.uid, incident=incident)
         decision = deny(
-            f"kuota could not review this Job (internal error {incident}); try again, and tell your cluster "
+            f"kuota could not review this {kind.kind} (internal error {incident}); try again, and tell your cluster "
             "admin if it keeps happening",
             code=500,
             reason="InternalError",
@@ -81,13 +104,34 @@ def answer(endpoint: str, rule: Rule, state: WebhookState, body: bytes) -> tuple
     return 200, render_response(review.uid, decision)
 
 
+def _not_enabled(resource: str, state: WebhookState) -> Decision:
+    return deny(
+        f"kuota does not queue {resource[:120]} here (it queues: {', '.join(state.kinds.names())}); enable the kind "
+        "in the quota file's jobKinds, or remove it from the rules of kuota's webhook configuration",
+        code=400,
+        reason="BadRequest",
+    )
+
+
 def _review_handler(
-    endpoint: str, rule: Rule, state: WebhookState, observe: Callable[[str, float], None] | None = None
+    endpoint: str,
+    rule: Rule,
+    state: WebhookState,
+    observe: Callable[[str, float], None] | None = None,
+    fixed: JobKind | None = None,
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
         started = time.perf_counter()
+        kind: JobKind | str
+        if fixed is not None:
+            kind = fixed if fixed.kind in state.kinds else f"{fixed.api_version} {fixed.plural}"
+        else:
+            info = request.match_info
+            group = "" if info["group"] == "core" else info["group"]
+            found = state.kinds.by_resource(group, info["version"], info["plural"])
+            kind = found if found is not None else f"{info['group']}/{info['version']} {info['plural']}"
         try:
-            status, body = answer(endpoint, rule, state, await request.read())
+            status, body = answer(endpoint, rule, state, await request.read(), kind)
             return web.Response(body=body, status=status, content_type="application/json")
         finally:
             if observe is not None:

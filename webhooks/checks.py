@@ -1,21 +1,27 @@
-"""Pieces both webhooks use: is it a Job, in which namespace, and problems turned into a denial."""
+"""Pieces both webhooks use: is the review about the kind its path serves, in which namespace, and problems
+turned into a denial."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from admission.job import JobProblem, JobProblemKind, job_namespace
 from webhooks.review import AdmissionRequest, Decision, deny
+from workloads.kind import JobKind
+from workloads.problems import JobProblem, JobProblemKind
+from workloads.rules import job_namespace
 
 
-def not_a_job_kind(request: AdmissionRequest) -> Decision | None:
-    """A denial when the review is about something other than a batch/v1 Job (a misconfigured rule)."""
-    kind = request.kind
-    if not kind or (kind.get("kind") == "Job" and kind.get("group") == "batch" and kind.get("version") == "v1"):
+def not_the_kind(request: AdmissionRequest, kind: JobKind) -> Decision | None:
+    """A denial when the review is about something other than `kind` (a misconfigured webhook rule)."""
+    got = request.kind
+    if not got or (
+        got.get("kind") == kind.kind and got.get("group") == kind.group and got.get("version") == kind.version
+    ):
         return None
-    got = f"{kind.get('group') or 'core'}/{kind.get('version')} {kind.get('kind')}"
+    what = f"{got.get('group') or 'core'}/{got.get('version')} {got.get('kind')}"
     return deny(
-        f"this webhook reviews batch/v1 Jobs only, not {got[:100]}; fix the rules of kuota's webhook configuration",
+        f"this webhook path reviews {kind.noun}s only, not {what[:100]}; fix the rules of kuota's webhook "
+        "configuration (each kind has its own path: /mutate/GROUP/VERSION/PLURAL)",
         code=400,
         reason="BadRequest",
     )

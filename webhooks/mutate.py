@@ -1,11 +1,13 @@
-"""The mutating webhook: every Job kuota manages is created suspended, with its queue and priority class stamped.
+"""The mutating webhook: every job kuota manages, of any enabled kind, is created waiting, with its queue and
+priority class stamped.
 
 Stamping kuota's own labels lets the controller, selectors and the validating webhook read one spelling, whatever
-the user wrote (Kueue's labels, a namespace's default queue, the pod template's priorityClassName). The patch is
-computed against the object as it is, so a second invocation (reinvocationPolicy: IfNeeded) finds nothing to change.
+the user wrote (Kueue's labels, a namespace's default queue, the pod template's priorityClassName). How a job is
+made to wait is its kind's (`spec.suspend`, `spec.runPolicy.suspend`...). The patch is computed against the object
+as it is, so a second invocation (reinvocationPolicy: IfNeeded) finds nothing to change.
 
-Only what would make the patch itself wrong is denied here (a body that is not a Job, a queue label whose value
-cannot be a label); every other rule belongs to the validating webhook, which sees the final object.
+Only what would make the patch itself wrong is denied here (a body that is not an object of the kind, a queue label
+whose value cannot be a label); every other rule belongs to the validating webhook, which sees the final object.
 """
 
 from __future__ import annotations
@@ -13,23 +15,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from admission.job import JobProblemKind, job_parts, names_in_labels, priority_class_for, queue_for
 from admission.labels import KUEUE_QUEUE_LABEL, PRIORITY_LABEL, QUEUE_LABEL
-from webhooks.checks import not_a_job_kind, problems_denial, request_namespace
+from webhooks.checks import not_the_kind, problems_denial, request_namespace
 from webhooks.review import ALLOW, AdmissionRequest, Decision, JSONPatch, pointer
 from webhooks.state import WebhookState
+from workloads.kind import JobKind
+from workloads.problems import JobProblemKind
+from workloads.reading import first_priority, structure
+from workloads.rules import names_in_labels, priority_class_for, queue_for
 
 
-def mutate_job(request: AdmissionRequest, state: WebhookState) -> Decision:
+def mutate(kind: JobKind, request: AdmissionRequest, state: WebhookState) -> Decision:
     if request.operation != "CREATE" or request.sub_resource is not None:
         return ALLOW
-    wrong_kind = not_a_job_kind(request)
+    wrong_kind = not_the_kind(request, kind)
     if wrong_kind is not None:
         return wrong_kind
     job = request.object
-    parts = job_parts(job)
-    if parts.problems:
-        return problems_denial(parts.problems)
+    parts, templates = structure(kind, job)
+    unreadable = [p for p in parts.problems if p.kind is JobProblemKind.NOT_A_JOB]
+    if unreadable:
+        return problems_denial(unreadable)
     namespace = request_namespace(request)
     view = state.view
     labels = parts.labels
@@ -48,17 +54,15 @@ def mutate_job(request: AdmissionRequest, state: WebhookState) -> Decision:
     if names.queue_label == QUEUE_LABEL and kueue_queue is not None and kueue_queue != names.queue:
         warnings.append(f"labels {QUEUE_LABEL} and {KUEUE_QUEUE_LABEL} disagree; kuota uses {QUEUE_LABEL}")
     # An unknown class (a problem, and no class) is the validating webhook's to deny, with its message.
-    priority_class, _ = priority_class_for(parts.pod, names, view.index)
+    priority_class, _ = priority_class_for(first_priority(templates), names, view.index)
     if priority_class is not None and labels.get(PRIORITY_LABEL) != priority_class.name:
         stamps[PRIORITY_LABEL] = priority_class.name
     patch = _label_patch(job, stamps)
-    spec = parts.spec
-    if spec.get("suspend") is not True:
-        patch.append({"op": "replace" if "suspend" in spec else "add", "path": "/spec/suspend", "value": True})
+    patch.extend(kind.suspend_patch(job))
     return Decision(allowed=True, patch=patch, warnings=warnings)
 
 
-#: JSON pointers of the labels kuota stamps, escaped once rather than for every Job.
+#: JSON pointers of the labels kuota stamps, escaped once rather than for every job.
 _LABEL_POINTERS = {key: pointer("metadata", "labels", key) for key in (QUEUE_LABEL, PRIORITY_LABEL)}
 
 

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import structlog
 
-from admission.job import ConfigIndex, config_index
 from admission.never_fits import Capacity
 from quota.config import QuotaConfig
 from quota.loader import ConfigError, load_config_file
 from webhooks.files import file_signature
+from workloads.registry import Registry, enabled_kinds
+from workloads.rules import ConfigIndex, config_index
 
 DEFAULT_SERVICE_ACCOUNT = "system:serviceaccount:kuota-system:kuota"
 
@@ -43,17 +44,22 @@ class WebhookState:
         *,
         service_account: str = DEFAULT_SERVICE_ACCOUNT,
         config_path: Path | None = None,
+        kinds: Registry | None = None,
     ) -> None:
         self.view = ConfigView.of(config)
+        self.kinds = kinds if kinds is not None else enabled_kinds(config.job_kinds)
+        """The kinds served; fixed for the process's life (the webhook configuration and RBAC are, too)."""
         self.service_account = service_account
         self.config_path = config_path
         self.ready = False
         self._signature = file_signature(config_path) if config_path is not None else None
 
     @classmethod
-    def from_file(cls, path: Path, *, service_account: str = DEFAULT_SERVICE_ACCOUNT) -> WebhookState:
+    def from_file(
+        cls, path: Path, *, service_account: str = DEFAULT_SERVICE_ACCOUNT, kinds: Registry | None = None
+    ) -> WebhookState:
         """Raises ConfigError when the file does not load: at start there is nothing to fall back on."""
-        return cls(load_config_file(path), service_account=service_account, config_path=path)
+        return cls(load_config_file(path), service_account=service_account, config_path=path, kinds=kinds)
 
     def replace_config(self, config: QuotaConfig) -> None:
         self.view = ConfigView.of(config)

@@ -1,8 +1,9 @@
-"""The validating webhook: refuse what kuota could never run, and every way around the queue.
+"""The validating webhook: refuse what kuota could never run, and every way around the queue, for every kind.
 
 Two kinds of rule, checked in this order:
 
-* who may do what (403): only kuota starts a queued Job (`spec.suspend: false`), sets the annotations that record
+* who may do what (403): only kuota starts a queued job (its kind's hold, e.g. `spec.suspend`), sets the
+  annotations that record
   an admission, and nobody moves an admitted Job to another queue or priority class, grows it while it runs, or
   takes it out of kuota by removing its queue label. kuota's own service account is exempt: it is the one doing it.
 * what the Job asks for (422, or 403 when it can never fit): the queue exists and is open to the namespace, the
@@ -17,24 +18,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from admission.job import (
-    JobProblemKind,
-    JobReading,
-    RequestedNames,
-    job_parts,
-    names_in_labels,
-    pod_count,
-    read_job,
-)
 from admission.labels import ADMITTED_FLAVOR, KUOTA_OWNED_ANNOTATIONS
-from webhooks.checks import not_a_job_kind, problems_denial, request_namespace
+from webhooks.checks import not_the_kind, problems_denial, request_namespace
 from webhooks.review import ALLOW, AdmissionRequest, Decision, deny
 from webhooks.state import ConfigView, WebhookState
+from workloads.kind import JobKind
+from workloads.problems import JobProblemKind
+from workloads.reading import Reading, read, structure
+from workloads.rules import RequestedNames, names_in_labels
 
 Job = Mapping[str, Any]
 
 
-def validate_job(request: AdmissionRequest, state: WebhookState) -> Decision:
+def validate(kind: JobKind, request: AdmissionRequest, state: WebhookState) -> Decision:
     if request.sub_resource is not None or request.operation in ("DELETE", "CONNECT"):
         return ALLOW
     if request.operation not in ("CREATE", "UPDATE"):
@@ -44,39 +40,39 @@ def validate_job(request: AdmissionRequest, state: WebhookState) -> Decision:
             code=400,
             reason="BadRequest",
         )
-    wrong_kind = not_a_job_kind(request)
+    wrong_kind = not_the_kind(request, kind)
     if wrong_kind is not None:
         return wrong_kind
     view = state.view
     namespace = request_namespace(request)
     # Read once: the problems, names and pod set that every rule below needs, without building a Workload.
-    reading = read_job(request.object, view.index, namespace)
+    reading = read(kind, request.object, view.index, namespace)
     if reading.problems:
         unreadable = [p for p in reading.problems if p.kind is JobProblemKind.NOT_A_JOB]
         if unreadable:
             return problems_denial(unreadable)
-    job = _Seen.of(request.object, reading.names, reading.annotations, view, namespace)
+    job = _Seen.of(kind, request.object, reading.names, reading.annotations, view, namespace)
     old = None
     if request.operation == "UPDATE":
-        old_parts = job_parts(request.old_object)
-        if old_parts.problems:
+        old_parts, _ = structure(kind, request.old_object)
+        if any(p.kind is JobProblemKind.NOT_A_JOB for p in old_parts.problems):
             return deny(
-                "this UPDATE review carries no readable previous Job in oldObject; send the Job as stored",
+                f"this UPDATE review carries no readable previous {kind.kind} in oldObject; send it as stored",
                 code=400,
                 reason="BadRequest",
             )
         old_names = names_in_labels(old_parts.labels)
-        old = _Seen.of(request.old_object, old_names, old_parts.annotations, view, namespace)
+        old = _Seen.of(kind, request.old_object, old_names, old_parts.annotations, view, namespace)
     if not job.managed and not (old is not None and old.managed):
         return ALLOW
     if request.username == state.service_account:
         if old is not None:
             return ALLOW  # kuota carrying out its own decisions (start, evict, stamp the flavor)
     else:
-        denial = _who_may(job, old)
+        denial = _who_may(kind, job, old)
         if denial is not None:
             return denial
-    return _what_is_asked(reading, old, view, namespace)
+    return _what_is_asked(kind, reading, old, view, namespace)
 
 
 @dataclass(slots=True)
@@ -93,52 +89,57 @@ class _Seen:
 
     @classmethod
     def of(
-        cls, body: Job, names: RequestedNames, annotations: Mapping[str, Any], view: ConfigView, namespace: str | None
+        cls,
+        kind: JobKind,
+        body: Job,
+        names: RequestedNames,
+        annotations: Mapping[str, Any],
+        view: ConfigView,
+        namespace: str | None,
     ) -> _Seen:
         queue = names.queue
         managed = queue is not None or (namespace is not None and view.index.managed(namespace))
         if queue is None and namespace is not None:
             queue = view.index.default_queue(namespace)
-        spec = body.get("spec")
-        suspended = (type(spec) is dict or isinstance(spec, Mapping)) and spec.get("suspend") is True
-        return cls(body, names, queue, managed, annotations, suspended)
+        return cls(body, names, queue, managed, annotations, kind.is_suspended(body))
 
 
 # -- who may do what ----------------------------------------------------------------------------------------------
 
 
-def _who_may(job: _Seen, old: _Seen | None) -> Decision | None:
+def _who_may(kind: JobKind, job: _Seen, old: _Seen | None) -> Decision | None:
+    noun = kind.kind
     if old is not None and old.names.queue is not None and not job.managed:
         return deny(
-            f"removing label {old.names.queue_label} would take this Job out of kuota's queue "
-            f"{old.names.queue!r}; put the label back, or delete the Job if it should not run"
+            f"removing label {old.names.queue_label} would take this {noun} out of kuota's queue "
+            f"{old.names.queue!r}; put the label back, or delete the {noun} if it should not run"
         )
     for key in KUOTA_OWNED_ANNOTATIONS:
         if job.annotations.get(key) != (old.annotations.get(key) if old is not None else None):
             remedy = "remove it from the manifest" if old is None else "leave it as kuota set it"
-            return deny(f"annotation {key} is set by kuota only (it records what kuota did with this Job); {remedy}")
+            return deny(f"annotation {key} is set by kuota only (it records what kuota did with this {noun}); {remedy}")
     if old is not None and ADMITTED_FLAVOR in old.annotations:
         if job.queue != old.queue:
             return deny(
-                f"this Job was admitted from queue {old.queue!r} and cannot move to {job.queue!r} while admitted; "
-                "keep its queue, or delete the Job and submit it again to the other queue"
+                f"this {noun} was admitted from queue {old.queue!r} and cannot move to {job.queue!r} while admitted; "
+                f"keep its queue, or delete the {noun} and submit it again to the other queue"
             )
         if job.names.priority_class != old.names.priority_class:
             return deny(
-                f"this Job was admitted with priority class {old.names.priority_class!r} and cannot change to "
-                f"{job.names.priority_class!r} while admitted; keep the class, or delete the Job and submit it again"
+                f"this {noun} was admitted with priority class {old.names.priority_class!r} and cannot change to "
+                f"{job.names.priority_class!r} while admitted; keep the class, or delete the {noun} and submit it again"
             )
-        old_count, new_count = pod_count(old.body), pod_count(job.body)
+        old_count, new_count = kind.pod_count(old.body), kind.pod_count(job.body)
         if new_count > old_count and not job.suspended:
             return deny(
-                f"kuota admitted this Job for {old_count} pods at once and it cannot grow to {new_count} while it "
-                f"runs; keep spec.parallelism at {old_count} or less, or delete the Job and submit it again"
+                f"kuota admitted this {noun} for {old_count} pods at once and it cannot grow to {new_count} while "
+                f"it runs; keep {kind.count_fields} at {old_count} pods or less, or delete the {noun} and submit "
+                "it again"
             )
     if not job.suspended and (old is None or old.suspended):
         return deny(
-            f"only kuota may start this Job: it waits in queue {job.queue!r} and kuota sets spec.suspend to false "
-            "when it is admitted; leave spec.suspend: true (or leave it out) and kuota will start the Job when "
-            "quota allows"
+            f"only kuota may start this {noun}: it waits in queue {job.queue!r} and kuota lets it run when it is "
+            f"admitted; leave {kind.held_by} (or leave it out) and kuota will start the {noun} when quota allows"
         )
     return None
 
@@ -146,22 +147,27 @@ def _who_may(job: _Seen, old: _Seen | None) -> Decision | None:
 # -- what the Job asks for ----------------------------------------------------------------------------------------
 
 
-def _what_is_asked(reading: JobReading, old: _Seen | None, view: ConfigView, namespace: str | None) -> Decision:
-    before = read_job(old.body, view.index, namespace) if old is not None else None
+def _what_is_asked(
+    kind: JobKind, reading: Reading, old: _Seen | None, view: ConfigView, namespace: str | None
+) -> Decision:
+    before = read(kind, old.body, view.index, namespace) if old is not None else None
     if reading.problems:
         problems = [p for p in reading.problems if before is None or p not in before.problems]
         if problems:
             return problems_denial(problems)
-    if reading.pod_set is None or reading.team is None:
-        return ALLOW  # not kuota's, or a problem the Job already had
-    reason = view.capacity.pod_set_never_fits(reading.team, reading.pod_set)
+    reason = _never_fits(reading, view)
     if reason is None:
         return ALLOW
-    if (
-        before is not None
-        and before.pod_set is not None
-        and before.team is not None
-        and view.capacity.pod_set_never_fits(before.team, before.pod_set) == reason
-    ):
-        return ALLOW
+    if before is not None and _never_fits(before, view) == reason:
+        return ALLOW  # a problem the job already had
     return deny(reason)
+
+
+def _never_fits(reading: Reading, view: ConfigView) -> str | None:
+    if reading.pod_sets is None or reading.team is None:
+        return None  # not kuota's, or unreadable
+    for pod_set in reading.pod_sets:
+        reason = view.capacity.pod_set_never_fits(reading.team, pod_set)
+        if reason is not None:
+            return reason
+    return None

@@ -2,8 +2,8 @@
 
 Every call waits for a token (QPS/burst, like client-go's flowcontrol) so a burst of admissions cannot flood the
 API server, and retries 429, 5xx and broken connections with capped exponential backoff (honouring Retry-After).
-Jobs are read and patched as plain JSON (`_preload_content=False`): the pure Job → Workload conversion wants the
-API's own mappings, and skipping the model classes keeps big lists cheap.
+Objects of every kind are read and patched as plain JSON (`_preload_content=False`): the job framework's pure
+reading wants the API's own mappings, and skipping the model classes keeps big lists cheap.
 """
 
 from __future__ import annotations
@@ -22,12 +22,15 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from yarl import URL
 
+from workloads.kind import JobKind, JSONPatch
+
 log = structlog.get_logger("kuota.kube")
 
 Obj = dict[str, Any]
 T = TypeVar("T")
 
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 
 
@@ -173,7 +176,7 @@ class KubeApi:
         pass_plain_json_through(api_client)
         # Typed as Any: kuota calls them with plain JSON bodies and `_preload_content=False`, which the generated
         # signatures do not describe.
-        self.batch: Any = client.BatchV1Api(api_client)
+        self.objects: Any = client.CustomObjectsApi(api_client)
         self.core: Any = client.CoreV1Api(api_client)
         self.coordination: Any = client.CoordinationV1Api(api_client)
         self.bucket = TokenBucket(qps, burst)
@@ -203,10 +206,12 @@ class KubeApi:
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    # -- Jobs as plain JSON -------------------------------------------------------------------------------------
+    # -- objects of every kind, as plain JSON ---------------------------------------------------------------------
+    # Every kind kuota queues lives under /apis/GROUP/VERSION (batch/v1 Jobs too), so the custom-objects calls
+    # serve them all: one code path, whatever the kind.
 
-    async def list_jobs(self, *, limit: int = 500) -> tuple[list[Obj], str]:
-        """Every Job in every namespace (paged), and the list's resourceVersion to watch from."""
+    async def list_objects(self, kind: JobKind, *, limit: int = 500) -> tuple[list[Obj], str]:
+        """Every object of `kind` in every namespace (paged), and the list's resourceVersion to watch from."""
         items: list[Obj] = []
         token: str | None = None
         version = ""
@@ -214,7 +219,7 @@ class KubeApi:
             kwargs: dict[str, Any] = {"limit": limit, "_preload_content": False}
             if token:
                 kwargs["_continue"] = token
-            page = await self.call("list jobs", self._lister(kwargs))
+            page = await self.call(f"list {kind.plural}", self._lister(kind, kwargs))
             items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}
             version = meta.get("resourceVersion") or version
@@ -222,32 +227,72 @@ class KubeApi:
             if not token:
                 return items, version
 
-    def _lister(self, kwargs: dict[str, Any]) -> Callable[[], Awaitable[Obj]]:
-        return lambda: self._json(self.batch.list_job_for_all_namespaces(**kwargs))
-
-    async def get_job(self, namespace: str, name: str) -> Obj:
-        return await self.call(
-            f"get job {namespace}/{name}",
-            lambda: self._json(self.batch.read_namespaced_job(name, namespace, _preload_content=False)),
+    def _lister(self, kind: JobKind, kwargs: dict[str, Any]) -> Callable[[], Awaitable[Obj]]:
+        return lambda: self._json(
+            self.objects.list_cluster_custom_object(kind.group, kind.version, kind.plural, **kwargs)
         )
 
-    async def patch_job(self, namespace: str, name: str, patch: Obj) -> Obj:
-        """A merge patch, retried; on 409 the Job is read again and the patch applied again (it is absolute)."""
-        for _ in range(5):
-            try:
-                return await self.call(
-                    f"patch job {namespace}/{name}",
-                    lambda: self._json(
-                        self.batch.patch_namespaced_job(
-                            name, namespace, patch, _content_type=MERGE_PATCH, _preload_content=False
-                        )
-                    ),
+    async def watch_objects(self, kind: JobKind, version: str, timeout_s: int) -> Any:
+        """The raw watch response for `kind` from `version`, with bookmarks (the caller reads and releases it)."""
+        return await self.objects.list_cluster_custom_object(
+            kind.group,
+            kind.version,
+            kind.plural,
+            watch=True,
+            resource_version=version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=timeout_s,
+            _preload_content=False,
+            _request_timeout=aiohttp.ClientTimeout(sock_connect=10, sock_read=timeout_s + 30),
+        )
+
+    async def get_object(self, kind: JobKind, namespace: str, name: str) -> Obj:
+        return await self.call(
+            f"get {kind.plural} {namespace}/{name}",
+            lambda: self._json(
+                self.objects.get_namespaced_custom_object(
+                    kind.group, kind.version, namespace, kind.plural, name, _preload_content=False
                 )
+            ),
+        )
+
+    async def patch_object(
+        self, kind: JobKind, namespace: str, name: str, patch: Obj | Callable[[Obj | None], JSONPatch]
+    ) -> Obj:
+        """A merge patch (a mapping), or a JSON patch computed from the object as it is (a function of it).
+
+        A JSON patch names list positions and expects what it changes to be there, so it is made from the object
+        the watch last saw (the function gets None) and, on 409 or 422, from the object read again (the function
+        gets it). A merge patch is absolute and is simply sent again after a conflict.
+        """
+        what = f"patch {kind.plural} {namespace}/{name}"
+        current: Obj | None = None
+        for _ in range(5):
+            body, content_type = (patch(current), JSON_PATCH) if callable(patch) else (patch, MERGE_PATCH)
+            try:
+                return await self.call(what, self._patcher(kind, namespace, name, body, content_type))
             except Exception as exc:
-                if status_of(exc) != 409:
+                status = status_of(exc)
+                if status != 409 and not (status == 422 and callable(patch)):
                     raise
-                await self.get_job(namespace, name)
-        raise ApiStatusError(409, f"job {namespace}/{name} kept conflicting")
+                current = await self.get_object(kind, namespace, name)
+        raise ApiStatusError(409, f"{kind.plural} {namespace}/{name} kept conflicting")
+
+    def _patcher(
+        self, kind: JobKind, namespace: str, name: str, body: Any, content_type: str
+    ) -> Callable[[], Awaitable[Obj]]:
+        return lambda: self._json(
+            self.objects.patch_namespaced_custom_object(
+                kind.group,
+                kind.version,
+                namespace,
+                kind.plural,
+                name,
+                body,
+                _content_type=content_type,
+                _preload_content=False,
+            )
+        )
 
     async def _json(self, pending: Awaitable[Any]) -> Obj:
         response = await pending

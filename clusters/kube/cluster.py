@@ -1,15 +1,17 @@
-"""The Kubernetes Cluster: batch/v1 Jobs in, patches out.
+"""The Kubernetes Cluster: objects of every enabled kind in, patches out.
 
-What the controller hears comes from one list+watch of every Job (clusters/kube/watch.py): a Job kuota manages is
-submitted when first seen (one that runs with `kuota.dev/admitted-flavor` is already admitted, and is submitted
-with the admission rebuilt from the annotation, so a restart or a new leader admits nothing twice), finished from
-its Complete/Failed condition, deleted when it goes. What the controller decides goes out as one merge patch per
-step, scheduled as a task so every command returns at once:
+What the controller hears comes from one list+watch per enabled kind (clusters/kube/watch.py): an object kuota
+manages is submitted when first seen as the workload `KIND/NAMESPACE/NAME` (one that runs with
+`kuota.dev/admitted-flavor` is already admitted, and is submitted with the admission rebuilt from the annotation,
+so a restart or a new leader admits nothing twice), finished when its kind says so, deleted when it goes. What the
+controller decides goes out as one patch per step, each scheduled as a task so every command returns at once; what
+a patch holds is the kind's (workloads/):
 
-* admit: `spec.suspend: false`, the flavors' node selector and tolerations, the admission annotations;
-* request_checkpoint: POST to `kuota.dev/checkpoint-url`, else stamp `kuota.dev/checkpoint-requested-at`; the Job
+* admit: the kind's run patch (per pod set: the flavors' node selector and tolerations, the admitted count) with
+  the admission annotations, as one JSON patch;
+* request_checkpoint: POST to `kuota.dev/checkpoint-url`, else stamp `kuota.dev/checkpoint-requested-at`; the job
   answers by setting `kuota.dev/checkpoint-completed-at` (and maybe `kuota.dev/checkpoint-id`);
-* suspend: `spec.suspend: true`; the Job counts as suspended once the watch shows it has no active pods.
+* suspend: the kind's stop patch; the workload counts as suspended once its kind reports it stopped.
 """
 
 from __future__ import annotations
@@ -17,13 +19,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable, Coroutine, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import aiohttp
 import structlog
 
-from admission.job import POD_SET_NAME, convert_job, job_annotations, pod_count
 from admission.labels import (
     ADMITTED_FLAVOR,
     CHECKPOINT_COMPLETED_AT,
@@ -33,13 +34,18 @@ from admission.labels import (
     RESUME_FROM,
     WORKLOAD_ID,
 )
-from admission.workload import Admission, PodSet, Workload
+from admission.workload import Admission, Workload
+from clusters.kube.admitted import decode_admission, encode_admission, flavor_labels, placements
 from clusters.kube.api import KubeApi, status_of
 from clusters.kube.events import rfc3339
-from clusters.kube.watch import JobReflector
+from clusters.kube.watch import Reflector
 from queues.controller import Controller
 from queues.loop import ControllerLoop, wall_clock_ms
-from quota.config import QuotaConfig, Team
+from quota.config import QuotaConfig
+from workloads.kind import JobKind, JSONPatch, parse_time, pointer
+from workloads.reading import convert, split_key, workload_key
+from workloads.registry import Registry, enabled_kinds
+from workloads.rules import job_annotations
 
 log = structlog.get_logger("kuota.kube")
 
@@ -48,75 +54,35 @@ Obj = dict[str, Any]
 CHECKPOINT_POST_TIMEOUT_S = 5.0
 
 
-def job_key(job: Mapping[str, Any]) -> str:
-    meta = job.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}"
-
-
-def finished_condition(job: Mapping[str, Any]) -> bool | None:
-    """True when the Job completed, False when it failed, None while it has not finished."""
-    for condition in (job.get("status") or {}).get("conditions") or []:
-        if condition.get("status") == "True" and condition.get("type") in ("Complete", "Failed"):
-            return bool(condition["type"] == "Complete")
-    return None
-
-
-def finished_at(job: Mapping[str, Any]) -> datetime | None:
-    status = job.get("status") or {}
-    stamps = [status.get("completionTime")] + [
-        c.get("lastTransitionTime")
-        for c in status.get("conditions") or []
-        if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-    ]
-    for stamp in stamps:
-        parsed = parse_time(stamp)
-        if parsed is not None:
-            return parsed
-    return None
-
-
-def parse_time(raw: object) -> datetime | None:
-    if not isinstance(raw, str) or not raw:
-        return None
-    try:
-        moment = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+def object_key(kind: JobKind, obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return workload_key(kind.kind, str(meta.get("namespace")), str(meta.get("name")))
 
 
 def epoch_ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def is_suspended(job: Mapping[str, Any]) -> bool:
-    return (job.get("spec") or {}).get("suspend") is True
+def is_admitted_running(kind: JobKind, obj: Mapping[str, Any]) -> bool:
+    """Running under an admission kuota made: the annotation is there and the kind does not hold it back."""
+    return kind.status(obj).finished is None and not kind.is_suspended(obj) and ADMITTED_FLAVOR in job_annotations(obj)
 
 
-def has_no_active_pods(job: Mapping[str, Any]) -> bool:
-    status = job.get("status") or {}
-    suspended = any(c.get("type") == "Suspended" and c.get("status") == "True" for c in status.get("conditions") or [])
-    return suspended or not status.get("active")
-
-
-def encode_flavors(flavors: Mapping[str, str]) -> str:
-    """The admitted-flavor annotation: the flavor's name, or `resource=flavor,...` when resources differ."""
-    names = set(flavors.values())
-    if len(names) == 1:
-        return next(iter(names))
-    return ",".join(f"{resource}={flavor}" for resource, flavor in sorted(flavors.items()))
-
-
-def decode_flavors(text: str, pod_set: PodSet, team: Team | None) -> dict[str, str]:
-    if "=" in text:
-        pairs = (part.split("=", 1) for part in text.split(",") if "=" in part)
-        return {resource.strip(): flavor.strip() for resource, flavor in pairs}
-    flavor = text.strip()
-    covered: set[str] = set()
-    for group in team.groups() if team is not None else ():
-        if any(entry.flavor == flavor for entry in group.flavors):
-            covered.update(group.covered_resources)
-    return {resource: flavor for resource in pod_set.requests if resource in covered}
+def annotation_ops(obj: Mapping[str, Any], values: Mapping[str, str | None]) -> JSONPatch:
+    """JSON patch ops that set (a string) or remove (None) annotations, against the object as it is."""
+    current = (obj.get("metadata") or {}).get("annotations")
+    if not isinstance(current, dict):
+        present = {k: v for k, v in values.items() if v is not None}
+        return [{"op": "add", "path": "/metadata/annotations", "value": present}] if present else []
+    ops: JSONPatch = []
+    for key, value in values.items():
+        path = pointer(("metadata", "annotations", key))
+        if value is None:
+            if key in current:
+                ops.append({"op": "remove", "path": path})
+        elif current.get(key) != value:
+            ops.append({"op": "add", "path": path, "value": value})
+    return ops
 
 
 class KubeCluster:
@@ -127,17 +93,19 @@ class KubeCluster:
         api: KubeApi,
         config: Callable[[], QuotaConfig],
         *,
+        kinds: Registry | None = None,
         clock: Callable[[], int] = wall_clock_ms,
         http: aiohttp.ClientSession | None = None,
     ) -> None:
         self.api = api
         self.config = config
+        self.kinds = kinds if kinds is not None else enabled_kinds(config().job_kinds)
         self.clock = clock
         self._http = http
         self.controller: Controller | None = None
         self.loop: ControllerLoop | None = None
         self.jobs: dict[str, Obj] = {}
-        """The latest body of every Job submitted to the controller, by namespace/name."""
+        """The latest body of every object submitted to the controller, by workload key."""
         self.submitted: set[str] = set()
         self.done: set[str] = set()
         """Jobs that finished while submitted: a later update (labels, TTL) must not submit them again."""
@@ -149,8 +117,16 @@ class KubeCluster:
         self.unreadable: dict[str, str] = {}
         self.patches = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        self.reflector = JobReflector(api, self.on_list, self.on_event)
-        self._watch_task: asyncio.Task[None] | None = None
+        self.reflectors = {
+            kind.kind: Reflector(
+                api,
+                kind,
+                lambda items, kind=kind: self.on_list(kind, items),  # type: ignore[misc]
+                lambda event, obj, kind=kind: self.on_event(kind, event, obj),  # type: ignore[misc]
+            )
+            for kind in self.kinds
+        }
+        self._watch_tasks: list[asyncio.Task[None]] = []
 
     # -- life ---------------------------------------------------------------------------------------------------
 
@@ -159,10 +135,13 @@ class KubeCluster:
         self.loop = loop
 
     def start_watching(self) -> None:
-        self._watch_task = asyncio.get_running_loop().create_task(self.reflector.run(), name="kuota-job-watch")
+        loop = asyncio.get_running_loop()
+        self._watch_tasks = [
+            loop.create_task(reflector.run(), name=f"kuota-watch-{name}") for name, reflector in self.reflectors.items()
+        ]
 
     async def stop(self) -> None:
-        tasks = [t for t in [self._watch_task, *self._tasks] if t is not None]
+        tasks = [*self._watch_tasks, *self._tasks]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -194,23 +173,24 @@ class KubeCluster:
 
     # -- what the watch reports ---------------------------------------------------------------------------------
 
-    def on_list(self, items: list[Obj]) -> None:
-        """A full list (at start, or after 410 Gone): everything not in it was deleted meanwhile."""
-        present = {job_key(job) for job in items}
-        for key in list(self.submitted):
+    def on_list(self, kind: JobKind, items: list[Obj]) -> None:
+        """A full list of one kind (at start, or after 410 Gone): what is not in it was deleted meanwhile."""
+        present = {object_key(kind, obj) for obj in items}
+        prefix = f"{kind.kind}/"
+        for key in [k for k in self.submitted if k.startswith(prefix)]:
             if key not in present:
                 self._deleted(key)
-        self.done &= present
-        for job in items:
-            self.observe(job)
+        self.done = {k for k in self.done if not k.startswith(prefix) or k in present}
+        for obj in items:
+            self.observe(kind, obj)
 
-    def on_event(self, kind: str, job: Obj) -> None:
-        if kind == "DELETED":
-            key = job_key(job)
+    def on_event(self, kind: JobKind, event: str, obj: Obj) -> None:
+        if event == "DELETED":
+            key = object_key(kind, obj)
             self.done.discard(key)
             self._deleted(key)
         else:
-            self.observe(job)
+            self.observe(kind, obj)
 
     def _deleted(self, key: str) -> None:
         self.jobs.pop(key, None)
@@ -222,36 +202,36 @@ class KubeCluster:
                 self.controller.job_deleted(key, self.clock())
             self._wake()
 
-    def observe(self, job: Obj) -> None:
-        key = job_key(job)
+    def observe(self, kind: JobKind, obj: Obj) -> None:
+        key = object_key(kind, obj)
         controller = self.controller
         if controller is None:
             return
+        status = kind.status(obj)
         if key not in self.submitted:
-            if key in self.done or finished_condition(job) is not None:
+            if key in self.done or status.finished is not None:
                 return
-            workload = self._workload(key, job)
+            workload = self._workload(kind, key, obj)
             if workload is None:
                 return
-            self.jobs[key] = job
+            self.jobs[key] = obj
             self.submitted.add(key)
             controller.submit(workload, self.clock())
             self._wake()
             return
         previous = self.jobs.get(key) or {}
-        self.jobs[key] = job
+        self.jobs[key] = obj
         now = self.clock()
-        succeeded = finished_condition(job)
-        if succeeded is not None:
+        if status.finished is not None:
             self.submitted.discard(key)
             self.done.add(key)
             self.suspending.discard(key)
             self.awaiting_ack.pop(key, None)
             self.jobs.pop(key, None)
-            controller.job_finished(key, now, succeeded)
+            controller.job_finished(key, now, status.finished)
             self._wake()
             return
-        annotations = job_annotations(job)
+        annotations = job_annotations(obj)
         completed = annotations.get(CHECKPOINT_COMPLETED_AT)
         if key in self.awaiting_ack and completed and completed != self.awaiting_ack[key]:
             self.awaiting_ack.pop(key)
@@ -259,13 +239,14 @@ class KubeCluster:
             self._wake()
         elif completed and completed != job_annotations(previous).get(CHECKPOINT_COMPLETED_AT):
             controller.checkpoint_reported(key, now)
-        if key in self.suspending and is_suspended(job) and has_no_active_pods(job):
+        if key in self.suspending and status.stopped:
             self.suspending.discard(key)
             controller.suspended(key, now)
             self._wake()
 
-    def _workload(self, key: str, job: Obj) -> Workload | None:
-        conversion = convert_job(job, self.config())
+    def _workload(self, kind: JobKind, key: str, obj: Obj) -> Workload | None:
+        config = self.config()
+        conversion = convert(kind, obj, config)
         workload = conversion.workload
         if workload is None:
             if conversion.problems and self.unreadable.get(key) != conversion.problems[0].message:
@@ -273,34 +254,39 @@ class KubeCluster:
                 log.warning("job_not_queued", job=key, problems=[p.message for p in conversion.problems])
             return None
         self.unreadable.pop(key, None)
-        annotations = job_annotations(job)
-        flavor = annotations.get(ADMITTED_FLAVOR)
-        pod_set = workload.pod_sets[0]
-        team = next((t for t in self.config().teams if t.name == workload.team), None)
-        if flavor and not is_suspended(job):
-            flavors = decode_flavors(flavor, pod_set, team)
+        flavor = job_annotations(obj).get(ADMITTED_FLAVOR)
+        team = next((t for t in config.teams if t.name == workload.team), None)
+        suspended = kind.is_suspended(obj)
+        if flavor and not suspended:
+            flavors = decode_admission(flavor, workload.pod_sets, team)
             admission = Admission(
-                flavors={pod_set.name: flavors},
-                counts={pod_set.name: pod_count(job)},
+                flavors=flavors,
+                counts={p.name: p.count for p in workload.pod_sets},
                 admitted_at=self.admitted_at.get(key, self.clock()),
             )
             return dataclasses.replace(workload, admission=admission)
         if flavor:
-            # Requeued after a preemption: the selector still holds the last flavor's labels, which must not
-            # pin the Job to that flavor from now on.
-            stale = {label for f in set(decode_flavors(flavor, pod_set, team).values()) for label in self._labels(f)}
-            selector = {k: v for k, v in pod_set.node_selector.items() if k not in stale}
-            return dataclasses.replace(workload, pod_sets=(dataclasses.replace(pod_set, node_selector=selector),))
-        if not is_suspended(job):
+            # Requeued after a preemption: the selectors still hold the last flavors' labels, which must not pin
+            # the workload to those flavors from now on.
+            used = decode_admission(flavor, workload.pod_sets, team)
+            pod_sets = tuple(
+                dataclasses.replace(
+                    p,
+                    node_selector={
+                        k: v
+                        for k, v in p.node_selector.items()
+                        if k not in flavor_labels(config, used.get(p.name, {}).values())
+                    },
+                )
+                for p in workload.pod_sets
+            )
+            return dataclasses.replace(workload, pod_sets=pod_sets)
+        if not suspended:
             # Running without an admission (created while the webhooks were away): stop it and queue it.
             log.warning("job_running_unadmitted", job=key)
             self.suspending.discard(key)
-            self._spawn(self._patch(key, {"spec": {"suspend": True}}), f"suspend unadmitted {key}")
+            self._spawn(self._patch(key, lambda current: kind.stop_patch(current or obj)), f"suspend unadmitted {key}")
         return workload
-
-    def _labels(self, flavor: str) -> dict[str, str]:
-        found = next((f for f in self.config().flavors if f.name == flavor), None)
-        return dict(found.node_labels) if found is not None else {}
 
     # -- Cluster: what the controller decides -------------------------------------------------------------------
 
@@ -312,53 +298,22 @@ class KubeCluster:
         resume_from: str | None,
     ) -> None:
         key = workload.name
-        job = self.jobs.get(key) or {}
-        assigned = dict(flavors.get(POD_SET_NAME, {}))
-        names = sorted(set(assigned.values()))
-        selector: dict[str, str] = {}
-        tolerations: list[Obj] = list(
-            ((job.get("spec") or {}).get("template") or {}).get("spec", {}).get("tolerations") or []
-        )
-        for name in names:
-            found = next((f for f in self.config().flavors if f.name == name), None)
-            if found is None:
-                continue
-            selector.update(found.node_labels)
-            for toleration in found.tolerations:
-                wire = {
-                    k: v
-                    for k, v in (
-                        ("key", toleration.key),
-                        ("operator", toleration.operator),
-                        ("value", toleration.value),
-                        ("effect", toleration.effect),
-                        ("tolerationSeconds", toleration.toleration_seconds),
-                    )
-                    if v is not None
-                }
-                if wire not in tolerations:
-                    tolerations.append(wire)
-        pod_spec: Obj = {"nodeSelector": selector}
-        if tolerations:
-            pod_spec["tolerations"] = tolerations
-        spec: Obj = {"suspend": False, "template": {"spec": pod_spec}}
-        pod_set = next((p for p in workload.pod_sets if p.name == POD_SET_NAME), None)
-        count = counts.get(POD_SET_NAME)
-        if pod_set is not None and count is not None and count != pod_set.count:
-            spec["parallelism"] = count  # partial admission: run the pods the quota was found for
-        patch = {
-            "metadata": {
-                "annotations": {
-                    ADMITTED_FLAVOR: encode_flavors(assigned) if assigned else "none",
-                    WORKLOAD_ID: key,
-                    RESUME_FROM: resume_from,
-                    CHECKPOINT_REQUESTED_AT: None,
-                }
-            },
-            "spec": spec,
+        kind = self._kind(key)
+        config = self.config()
+        annotations = {
+            ADMITTED_FLAVOR: encode_admission(flavors),
+            WORKLOAD_ID: key,
+            RESUME_FROM: resume_from,
+            CHECKPOINT_REQUESTED_AT: None,
         }
+
+        def run_patch(current: Obj | None) -> JSONPatch:
+            obj = current if current is not None else (self.jobs.get(key) or {})
+            ops = kind.run_patch(obj, placements(kind, obj, config, flavors, counts))
+            return annotation_ops(obj, annotations) + ops
+
         self.suspending.discard(key)
-        self._spawn(self._admit(key, patch), f"admit {key}")
+        self._spawn(self._admit(key, run_patch), f"admit {key}")
 
     def request_checkpoint(self, workload: Workload, deadline: int, reason: str, preemptor: str | None) -> str:
         key = workload.name
@@ -375,7 +330,10 @@ class KubeCluster:
         key = workload.name
         self.awaiting_ack.pop(key, None)
         self.suspending.add(key)
-        self._spawn(self._patch(key, {"spec": {"suspend": True}}), f"suspend {key}")
+        kind = self._kind(key)
+        self._spawn(
+            self._patch(key, lambda current: kind.stop_patch(current or self.jobs.get(key) or {})), f"suspend {key}"
+        )
 
     def last_checkpoint_at(self, workload: Workload) -> int | None:
         stamp = parse_time(job_annotations(self.jobs.get(workload.name) or {}).get(CHECKPOINT_COMPLETED_AT))
@@ -383,10 +341,18 @@ class KubeCluster:
 
     # -- the calls ----------------------------------------------------------------------------------------------
 
-    async def _patch(self, key: str, patch: Obj) -> None:
-        namespace, _, name = key.partition("/")
+    def _kind(self, key: str) -> JobKind:
+        name = split_key(key)[0]
+        kind = self.kinds.get(name)
+        if kind is None:
+            raise KeyError(f"{key}: kind {name} is not enabled")
+        return kind
+
+    async def _patch(self, key: str, patch: Obj | Callable[[Obj | None], JSONPatch]) -> None:
+        _, namespace, name = split_key(key)
+        kind = self._kind(key)
         try:
-            await self.api.patch_job(namespace, name, patch)
+            await self.api.patch_object(kind, namespace, name, patch)
             self.patches += 1
         except Exception as exc:
             if status_of(exc) == 404:
@@ -395,7 +361,7 @@ class KubeCluster:
                 return
             raise
 
-    async def _admit(self, key: str, patch: Obj) -> None:
+    async def _admit(self, key: str, patch: Callable[[Obj | None], JSONPatch]) -> None:
         """The run patch; when the API server refuses it for good (the client has retried what can be retried),
         the admission is undone so the quota it holds is not lost."""
         try:

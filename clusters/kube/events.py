@@ -18,6 +18,8 @@ import structlog
 
 from admission.workload import FlavorResource, PreemptionReason, Workload
 from clusters.kube.api import KubeApi, TokenBucket
+from workloads.reading import split_key
+from workloads.registry import REGISTRY
 
 log = structlog.get_logger("kuota.kube.events")
 
@@ -61,18 +63,19 @@ class EventRecorder:
         self.dropped = 0
 
     def emit(self, workload: str, reason: str, message: str, at: int, *, warning: bool = False) -> None:
-        """An Event on the Job `namespace/name`; returns at once."""
+        """An Event on the workload's object (`KIND/NAMESPACE/NAME`); returns at once."""
         bucket = self._buckets.get(workload)
         if bucket is None:
             bucket = self._buckets[workload] = TokenBucket(self.rate, self.burst)
         if not bucket.try_take() or not self.budget.try_take():
             self.dropped += 1
             return
-        namespace, _, name = workload.partition("/")
+        kind, namespace, name = split_key(workload)
+        found = REGISTRY.get(kind)
         self.emit_on(
             {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
+                "apiVersion": found.api_version if found is not None else None,
+                "kind": kind,
                 "namespace": namespace,
                 "name": name,
                 "uid": self.uid_of(workload),

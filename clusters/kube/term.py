@@ -1,9 +1,9 @@
 """One term as leader: rebuild the controller from the cluster and the ledger, decide, and stop cleanly.
 
-A new leader trusts nothing it remembers from an earlier term. It lists the Jobs (running ones are submitted with
-their admission, so nothing is admitted twice; waiting ones are queued by creation time), closes in the ledger the
-usage of work that ended while nobody led, continues every workload's attempt count, reloads fair-share credits
-from the usage intervals, and only then starts the loop and the watch.
+A new leader trusts nothing it remembers from an earlier term. It lists the objects of every enabled kind (running
+ones are submitted with their admission, so nothing is admitted twice; waiting ones are queued by creation time),
+closes in the ledger the usage of work that ended while nobody led, continues every workload's attempt count,
+reloads fair-share credits from the usage intervals, and only then starts the loop and the watches.
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ import structlog
 from accounting import repository
 from accounting.ledger import Ledger
 from accounting.recovery import close_orphaned_intervals, last_activity
-from admission.job import job_annotations
-from admission.labels import ADMITTED_FLAVOR
 from clusters.kube.api import KubeApi
-from clusters.kube.cluster import KubeCluster, epoch_ms, finished_at, finished_condition, is_suspended, job_key
+from clusters.kube.cluster import KubeCluster, epoch_ms, is_admitted_running, object_key
 from clusters.kube.events import EventJournal, EventRecorder
 from queues.controller import BACKOFF_BASE_MS, Controller, Tracking
 from queues.journal import Journals, LogJournal
@@ -29,6 +27,8 @@ from queues.ledger_journal import LedgerJournal
 from queues.loop import ControllerLoop, LoopTimers, wall_clock_ms
 from quota.config import QuotaConfig
 from quota.credits import UsageInterval
+from workloads.kind import JobKind
+from workloads.registry import Registry, enabled_kinds
 
 log = structlog.get_logger("kuota.controller")
 
@@ -49,7 +49,10 @@ class LeaderTerm:
         coalesce_s: float = 0.02,
         extra_journals: Sequence[object] = (),
         backoff_base_ms: int = BACKOFF_BASE_MS,
+        kinds: Registry | None = None,
     ) -> None:
+        self.kinds = kinds if kinds is not None else enabled_kinds(config.job_kinds)
+        """The kinds this term lists and watches."""
         self.backoff_base_ms = backoff_base_ms
         """First requeue backoff after an eviction (it doubles with each one)."""
         self.extra_journals = list(extra_journals)
@@ -68,19 +71,23 @@ class LeaderTerm:
 
     async def start(self) -> None:
         cluster = KubeCluster(
-            self.api, lambda: self.controller.config if self.controller else self.config, clock=self.clock
+            self.api,
+            lambda: self.controller.config if self.controller else self.config,
+            kinds=self.kinds,
+            clock=self.clock,
         )
         self.cluster = cluster
-        items, version = await self.api.list_jobs()
+        listed: list[tuple[JobKind, list[dict[str, Any]], str]] = []
+        for kind in cluster.kinds:
+            items, version = await self.api.list_objects(kind)
+            listed.append((kind, items, version))
         running = {
-            job_key(job): job
-            for job in items
-            if finished_condition(job) is None and not is_suspended(job) and ADMITTED_FLAVOR in job_annotations(job)
+            object_key(kind, obj): obj for kind, items, _ in listed for obj in items if is_admitted_running(kind, obj)
         }
         attempts: dict[str, int] = {}
         journals: list[object] = [LogJournal()]
         if self.ledger is not None:
-            attempts = await self._recover_ledger(items, running, cluster)
+            attempts = await self._recover_ledger(listed, running, cluster)
             journals.append(LedgerJournal(self.ledger))
         if self.events:
             self.recorder = EventRecorder(self.api, lambda key: _uid(cluster, key), instance=self.instance)
@@ -102,16 +109,21 @@ class LeaderTerm:
         )
         self.controller, self.loop = controller, loop
         cluster.attach(controller, loop)
-        cluster.reflector.version = version
-        cluster.on_list(items)
+        for kind, items, version in listed:
+            cluster.reflectors[kind.kind].version = version
+            cluster.on_list(kind, items)
         if self.ledger is not None:
             record_unknown_admissions(controller, running, set(cluster.admitted_at), attempts)
-        cluster.reflector.synced.set()
+        for reflector in cluster.reflectors.values():
+            reflector.synced.set()
         # Trackers made for workloads that are not here any more would only leak.
         for name in [n for n in controller.tracking if n not in controller.manager.workloads]:
             del controller.tracking[name]
         log.info(
-            "leader_term_started", jobs=len(items), running=len(running), queued=len(cluster.submitted) - len(running)
+            "leader_term_started",
+            jobs=sum(len(items) for _, items, _ in listed),
+            running=len(running),
+            queued=len(cluster.submitted) - len(running),
         )
         loop.start()
         cluster.start_watching()
@@ -128,12 +140,20 @@ class LeaderTerm:
         log.info("leader_term_stopped")
 
     async def _recover_ledger(
-        self, items: list[dict[str, Any]], running: Mapping[str, object], cluster: KubeCluster
+        self,
+        listed: list[tuple[JobKind, list[dict[str, Any]], str]],
+        running: Mapping[str, object],
+        cluster: KubeCluster,
     ) -> dict[str, int]:
         assert self.ledger is not None
         engine = self.ledger.engine
         await self.ledger.flush()
-        ended = {job_key(job): at for job in items if (at := finished_at(job)) is not None}
+        ended = {
+            object_key(kind, obj): at
+            for kind, items, _ in listed
+            for obj in items
+            if (at := kind.status(obj).finished_at) is not None
+        }
         recovery = await close_orphaned_intervals(engine, set(running), ended, default_end=await last_activity(engine))
         if recovery.closed or recovery.unresolved:
             log.info("ledger_recovered", closed=len(recovery.closed), unresolved=sorted(recovery.unresolved))

@@ -1,4 +1,4 @@
-"""List and watch every batch/v1 Job, as client-go's reflector does.
+"""List and watch every object of one kind, as client-go's reflector does; one reflector per enabled kind.
 
 List once (paged) and hand the full set over, then watch from the list's resourceVersion with bookmarks so the
 version we resume from stays fresh. A watch that ends (server timeout, dropped stream) resumes from the last
@@ -13,11 +13,11 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-import aiohttp
 import orjson
 import structlog
 
 from clusters.kube.api import ApiStatusError, KubeApi, retryable
+from workloads.kind import JobKind
 
 log = structlog.get_logger("kuota.kube.watch")
 
@@ -28,10 +28,11 @@ class Gone(Exception):
     """The resourceVersion we watch from is too old: list again."""
 
 
-class JobReflector:
+class Reflector:
     def __init__(
         self,
         api: KubeApi,
+        kind: JobKind,
         on_list: Callable[[list[Obj]], None],
         on_event: Callable[[str, Obj], None],
         *,
@@ -40,6 +41,7 @@ class JobReflector:
         backoff_max_s: float = 10.0,
     ) -> None:
         self.api = api
+        self.kind = kind
         self.on_list = on_list
         self.on_event = on_event
         self.timeout_s = timeout_s
@@ -51,7 +53,7 @@ class JobReflector:
         self.synced = asyncio.Event()
 
     async def list_once(self) -> None:
-        items, self.version = await self.api.list_jobs()
+        items, self.version = await self.api.list_objects(self.kind)
         self.lists += 1
         self.on_list(items)
         self.synced.set()
@@ -68,7 +70,7 @@ class JobReflector:
             except asyncio.CancelledError:
                 raise
             except Gone:
-                log.info("watch_expired_relisting", version=self.version)
+                log.info("watch_expired_relisting", kind=self.kind.kind, version=self.version)
                 self.version = None
             except Exception as exc:
                 failures += 1
@@ -78,20 +80,13 @@ class JobReflector:
                     # Something unexpected (bad body, 4xx): start from a fresh list rather than loop on it.
                     self.version = None
                 delay = min(self.backoff_max_s, self.backoff_s * 2 ** min(failures - 1, 10)) * (0.5 + random.random())
-                log.warning("watch_failed", error=str(exc)[:300], retry_in_s=round(delay, 3))
+                log.warning("watch_failed", kind=self.kind.kind, error=str(exc)[:300], retry_in_s=round(delay, 3))
                 await asyncio.sleep(delay)
 
     async def _watch(self, version: str) -> None:
         await self.api.bucket.take()
         self.watches += 1
-        response = await self.api.batch.list_job_for_all_namespaces(
-            watch=True,
-            resource_version=version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=self.timeout_s,
-            _preload_content=False,
-            _request_timeout=aiohttp.ClientTimeout(sock_connect=10, sock_read=self.timeout_s + 30),
-        )
+        response = await self.api.watch_objects(self.kind, version, self.timeout_s)
         try:
             if response.status == 410:
                 raise Gone()
@@ -99,7 +94,7 @@ class JobReflector:
                 body = await response.read()
                 raise ApiStatusError(response.status, body.decode("utf-8", "replace"))
             buffer = b""
-            # Lines can be longer than aiohttp's readline limit (a big Job), so split chunks ourselves.
+            # Lines can be longer than aiohttp's readline limit (a big object), so split chunks ourselves.
             async for chunk in response.content.iter_any():
                 buffer += chunk
                 while True:

@@ -25,8 +25,9 @@ from tests.kube.manifests import complete
 
 
 def reflector_of(controller: ControllerComponent) -> Any:
+    """The reflector of Jobs, the one kind these tests create."""
     assert controller.term is not None and controller.term.cluster is not None
-    return controller.term.cluster.reflector
+    return controller.term.cluster.reflectors["Job"]
 
 
 async def leading(controller: ControllerComponent) -> ControllerComponent:
@@ -106,7 +107,7 @@ async def test_watch_resumes_across_an_apiserver_restart(
     async with controller.runtime.ledger.engine.connect() as connection:
         rows = (await connection.execute(text("SELECT workload_id FROM admissions"))).all()
     admitted = [row[0] for row in rows]
-    assert admitted.count(f"{rig.namespace}/before") == 1, admitted
+    assert admitted.count(f"Job/{rig.namespace}/before") == 1, admitted
 
 
 # -- 410 Gone after an etcd compaction ----------------------------------------------------------------------------

@@ -88,7 +88,7 @@ async def test_standby_takes_over_when_the_leader_is_killed(rig: Rig) -> None:
     engine.dispose()
     admitted = [workload for workload, _ in rows]
     assert sorted(admitted) == sorted(set(admitted)), f"admitted twice: {rows}"
-    assert {f"{rig.namespace}/{n}" for n in ("a", "b", "c")} <= set(admitted)
+    assert {f"Job/{rig.namespace}/{n}" for n in ("a", "b", "c")} <= set(admitted)
 
 
 async def _other_holder(rig: Rig, first: str) -> str | None:

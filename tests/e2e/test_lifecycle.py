@@ -21,7 +21,7 @@ async def test_job_is_queued_admitted_scheduled_run_and_released(rig: Rig) -> No
     assert {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     annotations = admitted["metadata"]["annotations"]
     assert annotations["kuota.dev/admitted-flavor"] == "pool-a"
-    assert annotations["kuota.dev/workload-id"] == f"{rig.namespace}/train"
+    assert annotations["kuota.dev/workload-id"] == f"Job/{rig.namespace}/train"
 
     # The scheduler placed the pod on a node of the flavor (its label and taint), and kwok ran it.
     pods = await eventually(lambda: rig.pods("train"), what="the Job controller made a pod")
@@ -32,7 +32,7 @@ async def test_job_is_queued_admitted_scheduled_run_and_released(rig: Rig) -> No
 
     runtime = controller.runtime
     assert runtime.controller is not None
-    workload = f"{rig.namespace}/train"
+    workload = f"Job/{rig.namespace}/train"
     await eventually(lambda: workload not in runtime.controller.manager.workloads, what="quota released")
     assert not any(runtime.controller.manager.usage.values())
     assert runtime.ledger is not None

@@ -49,7 +49,7 @@ async def test_annotation_handshake_acked_then_preemptor_runs(rig: Rig) -> None:
     await eventually(lambda: _no_pods(rig, "victim"), what="the Job controller removed the victim's pods")
     await rig.wait_job("urgent", running, "preemptor admitted")
     assert controller.runtime.controller is not None
-    track = controller.runtime.controller.tracking[f"{rig.namespace}/victim"]
+    track = controller.runtime.controller.tracking[f"Job/{rig.namespace}/victim"]
     assert track.resume_from == "ckpt-7"
     await eventually(lambda: _reasons_include(rig, "victim", "Requeued"), what="requeued")
     reasons = set(await rig.reasons("victim"))
@@ -81,10 +81,10 @@ async def test_checkpoint_url_hook_acked(rig: Rig) -> None:
         await start_victim_and_preemptor(rig, labels={}, annotations={"kuota.dev/checkpoint-url": url})
         await rig.wait_job("victim", suspended, "suspended after the hook answered")
         await rig.wait_job("urgent", running, "preemptor admitted")
-        assert calls and calls[0]["workload"] == f"{rig.namespace}/victim"
+        assert calls and calls[0]["workload"] == f"Job/{rig.namespace}/victim"
         assert {"reason", "deadline"} <= set(calls[0])
         assert controller.runtime.controller is not None
-        track = controller.runtime.controller.tracking[f"{rig.namespace}/victim"]
+        track = controller.runtime.controller.tracking[f"Job/{rig.namespace}/victim"]
         assert track.resume_from == "s3://ckpt/step-1200"
         assert "CheckpointTimedOut" not in await rig.reasons("victim")
     finally:

@@ -12,12 +12,26 @@ from typing import Any
 
 import yaml
 
-from quota.config import QuotaConfig
+from admission.workload import Workload
+from quota.config import PriorityClass, QuotaConfig
 from quota.loader import load_config_file
 from webhooks.app import answer
-from webhooks.mutate import mutate_job
+from webhooks.mutate import mutate
 from webhooks.state import WebhookState
-from webhooks.validate import validate_job
+from webhooks.validate import validate
+from workloads.kinds.job import JOB
+from workloads.problems import JobError, JobProblem
+from workloads.reading import (
+    Conversion,
+    Reading,
+    convert,
+    first_priority,
+    read,
+    structure,
+    structure_problems,
+    workload_of,
+)
+from workloads.rules import ConfigIndex, config_index, names_in_labels, priority_class_for
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -136,7 +150,7 @@ def encode(body: dict[str, Any]) -> bytes:
 
 def call(endpoint: str, state: WebhookState, body: dict[str, Any] | bytes) -> dict[str, Any]:
     """The answer of one endpoint, through the same function the HTTP handler uses; asserts HTTP 200."""
-    rule = mutate_job if endpoint == "mutate" else validate_job
+    rule = mutate if endpoint == "mutate" else validate
     status, out = answer(endpoint, rule, state, body if isinstance(body, bytes) else encode(body))
     assert status == 200, out
     response: dict[str, Any] = json.loads(out)["response"]
@@ -189,3 +203,31 @@ def mutated(state: WebhookState, job: Job, **kwargs: Any) -> Job:
     assert response["allowed"], response
     result: Job = apply_patch(job, decode_patch(response))
     return result
+
+
+# -- the job framework read as a batch/v1 Job, the one kind these tests send -------------------------------------
+
+
+def convert_job(job: Any, config: QuotaConfig, namespace: str | None = None) -> Conversion:
+    return convert(JOB, job, config, namespace)
+
+
+def read_job(job: Any, index: ConfigIndex, namespace: str | None = None) -> Reading:
+    return read(JOB, job, index, namespace)
+
+
+def workload_from_job(job: Any, config: QuotaConfig, namespace: str | None = None) -> Workload:
+    return workload_of(JOB, job, config, namespace)
+
+
+def job_structure_problems(job: Any) -> list[JobProblem]:
+    return structure_problems(JOB, job)
+
+
+def resolve_priority_class(job: Any, config: QuotaConfig) -> PriorityClass | None:
+    """The class a Job gets; raises JobError for a label naming a class the file does not have."""
+    (_, labels, _, _, _), templates = structure(JOB, job)
+    found, problem = priority_class_for(first_priority(templates), names_in_labels(labels), config_index(config))
+    if problem is not None:
+        raise JobError([problem])
+    return found

@@ -12,10 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webhooks.app import answer
-from webhooks.mutate import mutate_job
+from webhooks.mutate import mutate
 from webhooks.review import ReviewError, parse_review
 from webhooks.state import WebhookState
-from webhooks.validate import validate_job
+from webhooks.validate import validate
+from workloads.kinds.job import JOB
+from workloads.registry import REGISTRY
 
 from .denials import admitted, queued
 from .helpers import KUOTA, apply_patch, decode_patch, encode, gpu_job, load_quota_state, manifest, review
@@ -88,32 +90,37 @@ def check_answer(status: int, body: bytes, uid: str | None = None) -> dict[str, 
 
 
 def both_rules(body: dict[str, Any]) -> None:
-    """Each rule directly (exceptions surface), then through the handler (answer well-formed)."""
-    raw = encode(body)
-    try:
-        request = parse_review(raw)
-    except ReviewError:
-        request = None
-    for endpoint, rule in (("mutate", mutate_job), ("validate", validate_job)):
-        if request is not None:
-            rule(request, STATE)
-        status, out = answer(endpoint, rule, STATE, raw)
-        response = check_answer(status, out, request.uid if request is not None else None)
-        if response is not None and endpoint == "mutate" and response.get("patch"):
-            apply_patch(body["request"]["object"], decode_patch(response))  # the patch applies as sent
+    """Each rule directly (exceptions surface), then through the handler (answer well-formed), as a review of
+    every registered kind: each kind reads the same damaged body its own way."""
+    for kind in REGISTRY:
+        as_kind = copy.deepcopy(body)
+        if isinstance(as_kind.get("request"), dict) and isinstance(as_kind["request"].get("kind"), dict):
+            as_kind["request"]["kind"] = {"group": kind.group, "version": kind.version, "kind": kind.kind}
+        raw = encode(as_kind)
+        try:
+            request = parse_review(raw)
+        except ReviewError:
+            request = None
+        for endpoint, rule in (("mutate", mutate), ("validate", validate)):
+            if request is not None:
+                rule(kind, request, STATE)
+            status, out = answer(endpoint, rule, STATE, raw, kind)
+            response = check_answer(status, out, request.uid if request is not None else None)
+            if response is not None and endpoint == "mutate" and response.get("patch"):
+                apply_patch(as_kind["request"]["object"], decode_patch(response))  # the patch applies as sent
 
 
 @FUZZ
 @given(st.binary(max_size=300))
 def test_arbitrary_bytes(body: bytes) -> None:
-    for endpoint, rule in (("mutate", mutate_job), ("validate", validate_job)):
+    for endpoint, rule in (("mutate", mutate), ("validate", validate)):
         check_answer(*answer(endpoint, rule, STATE, body))
 
 
 @FUZZ
 @given(json_values)
 def test_arbitrary_json_bodies(value: Any) -> None:
-    for endpoint, rule in (("mutate", mutate_job), ("validate", validate_job)):
+    for endpoint, rule in (("mutate", mutate), ("validate", validate)):
         check_answer(*answer(endpoint, rule, STATE, json.dumps(value).encode()))
 
 
@@ -145,24 +152,24 @@ def test_damaged_reviews(data: st.DataObject) -> None:
     if not isinstance(body, dict):
         body = {"request": body}
     raw = encode(body)
-    for endpoint, rule in (("mutate", mutate_job), ("validate", validate_job)):
+    for endpoint, rule in (("mutate", mutate), ("validate", validate)):
         check_answer(*answer(endpoint, rule, STATE, raw))
 
 
 def test_every_truncation_of_a_real_review_is_a_400() -> None:
     whole = encode(review(queued(STATE, gpu_job())))
     for cut in range(len(whole)):
-        status, out = answer("validate", validate_job, STATE, whole[:cut])
+        status, out = answer("validate", validate, STATE, whole[:cut])
         assert status == 400, cut
         check_answer(status, out)
-    assert answer("validate", validate_job, STATE, whole)[0] == 200
+    assert answer("validate", validate, STATE, whole)[0] == 200
 
 
 def test_state_is_not_changed_by_reviews() -> None:
     state = load_quota_state()
     view = state.view
     for job in BASES:
-        for rule in (mutate_job, validate_job):
-            rule(parse_review(encode(review(job, dry_run=True))), state)
+        for rule in (mutate, validate):
+            rule(JOB, parse_review(encode(review(job, dry_run=True))), state)
     assert state.view is view
     assert isinstance(state, WebhookState)

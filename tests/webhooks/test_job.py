@@ -1,4 +1,4 @@
-"""admission/job.py: a Job body reduced to the workload the engine admits."""
+"""The job framework on batch/v1 Jobs: a Job body reduced to the workload the engine admits."""
 
 from __future__ import annotations
 
@@ -8,21 +8,23 @@ from typing import Any
 import pytest
 import yaml
 
-from admission.job import (
-    POD_SET_NAME,
-    JobError,
-    JobProblemKind,
+from admission.labels import KUEUE_MIN_PARALLELISM, MIN_PARALLELISM
+from quota.loader import load_config_file
+from workloads.kinds.job import POD_SET_NAME
+from workloads.problems import JobError, JobProblemKind
+from workloads.quantities import pod_requests
+from workloads.rules import is_managed, requested_names
+
+from .helpers import (
+    MANIFESTS,
+    QUOTA_FILE,
     convert_job,
-    is_managed,
-    pod_requests,
-    requested_names,
+    gpu_job,
+    job_from_pod_template,
+    manifest,
     resolve_priority_class,
     workload_from_job,
 )
-from admission.labels import KUEUE_MIN_PARALLELISM, MIN_PARALLELISM
-from quota.loader import load_config_file
-
-from .helpers import MANIFESTS, QUOTA_FILE, gpu_job, job_from_pod_template, manifest
 
 CONFIG = load_config_file(QUOTA_FILE)
 GI = 2**30 * 1000
@@ -43,7 +45,7 @@ def test_eidf_gpu_job_counts_gpus_given_as_limits_only() -> None:
     job = manifest("eidf-gpu-service/training__L3_running_a_pytorch_task__block3.yaml", "eidf018ns")
     job["metadata"]["labels"] = {"kuota.dev/queue": "eidf018ns-user-queue"}
     workload = workload_from_job(job, CONFIG)
-    assert workload.name == "eidf018ns/pytorch-job-x7k2p"
+    assert workload.name == "Job/eidf018ns/pytorch-job-x7k2p"
     assert workload.team == "eidf018"
     assert workload.queue == "eidf018ns/eidf018ns-user-queue"
     (pod_set,) = workload.pod_sets

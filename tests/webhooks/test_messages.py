@@ -53,8 +53,8 @@ def test_internal_errors_become_a_denial_with_a_remedy(state: WebhookState) -> N
     "body", [b"", b"{", b"[]", b'{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview"}']
 )
 def test_bad_requests_say_what_to_send(state: WebhookState, body: bytes) -> None:
-    from webhooks.validate import validate_job
+    from webhooks.validate import validate
 
-    status, out = answer("validate", validate_job, state, body)
+    status, out = answer("validate", validate, state, body)
     assert status == 400
     assert re.search(rb"; (send|list)", out), out

@@ -13,12 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from admission.job import convert_job, job_parts, read_job, structure_problems
 from webhooks.review import API_VERSION, KIND, Decision, render_response
 from webhooks.state import WebhookState
 
 from .denials import DENIALS
-from .helpers import gpu_job, load_quota_state, manifest
+from .helpers import convert_job, gpu_job, load_quota_state, manifest, read_job
 from .test_fuzz import BASES, FUZZ, damaged_jobs
 
 STATE = load_quota_state()
@@ -31,16 +30,16 @@ def assert_readings_agree(state: WebhookState, job: Any, namespace: str | None) 
     reading = read_job(job, view.index, namespace)
     assert reading.problems == conversion.problems
     assert reading.names == conversion.names
-    assert (reading.pod_set is None) == (conversion.workload is None)
-    assert structure_problems(job) == job_parts(job).problems
-    if conversion.workload is None or reading.pod_set is None:
+    assert (reading.pod_sets is None) == (conversion.workload is None)
+    if conversion.workload is None or reading.pod_sets is None:
         return
     (pod_set,) = conversion.workload.pod_sets
+    (read_set,) = reading.pod_sets
     assert reading.team == conversion.workload.team and reading.queue == conversion.workload.queue
-    assert (reading.pod_set.count, reading.pod_set.min_count) == (pod_set.count, pod_set.min_count)
-    assert reading.pod_set.requests == pod_set.requests
-    assert dict(reading.pod_set.node_selector) == pod_set.node_selector
-    on_reading = view.capacity.pod_set_never_fits(reading.team, reading.pod_set)
+    assert (read_set.count, read_set.min_count) == (pod_set.count, pod_set.min_count)
+    assert read_set.requests == pod_set.requests
+    assert dict(read_set.node_selector) == pod_set.node_selector
+    on_reading = view.capacity.pod_set_never_fits(reading.team, read_set)
     assert on_reading == view.capacity.never_fits(conversion.workload)
 
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from webhooks.app import answer
-from webhooks.mutate import mutate_job
+from webhooks.mutate import mutate
 from webhooks.state import WebhookState
-from webhooks.validate import validate_job
+from webhooks.validate import validate
 
 from .denials import DENIALS
 from .helpers import K8S_API, call, encode, manifest, review
@@ -46,7 +46,7 @@ def assert_conforms(value: Any, fixture: Any, path: str = "") -> None:
 
 
 def full_response(endpoint: str, state: WebhookState, body: dict[str, Any]) -> dict[str, Any]:
-    rule = mutate_job if endpoint == "mutate" else validate_job
+    rule = mutate if endpoint == "mutate" else validate
     status, out = answer(endpoint, rule, state, encode(body))
     assert status == 200
     document: dict[str, Any] = json.loads(out)
@@ -88,7 +88,7 @@ def test_denials_conform(state: WebhookState, denial: Any) -> None:
 
 
 def test_bad_request_body_is_a_status(state: WebhookState) -> None:
-    status, out = answer("validate", validate_job, state, b"not json")
+    status, out = answer("validate", validate, state, b"not json")
     assert status == 400
     document = json.loads(out)
     assert_conforms(document, STATUS)

@@ -1,0 +1,1 @@
+"""One module per kind of job kuota queues; kinds never import each other."""
