@@ -22,7 +22,7 @@ from enum import StrEnum
 from typing import ClassVar, TypeAlias
 
 WorkloadId: TypeAlias = str
-"""Stable workload identity: ``"namespace/name"`` or the Job's uid; never reused for another Job."""
+"""Stable workload identity: ``"KIND/NAMESPACE/NAME"`` (e.g. ``"JobSet/nlp/pretrain"``); never reused."""
 
 FlavorResource: TypeAlias = tuple[str, str]
 """``(flavor, resource)``, e.g. ``("h100", "nvidia.com/gpu")``."""

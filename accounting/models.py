@@ -102,6 +102,8 @@ class Workload(Base):
     __tablename__ = "workloads"
 
     id: Mapped[str] = mapped_column(String, primary_key=True)
+    """`KIND/NAMESPACE/NAME`."""
+    kind: Mapped[str] = mapped_column(String, server_default="Job")
     name: Mapped[str] = mapped_column(String)
     namespace: Mapped[str] = mapped_column(String)
     team: Mapped[str] = mapped_column(String, index=True)

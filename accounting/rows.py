@@ -149,6 +149,9 @@ def _add(plan: WritePlan, event: LedgerEvent) -> None:
             plan.workloads.append(
                 {
                     "id": event.workload_id,
+                    # The identity's kind (`KIND/NAMESPACE/NAME`); identities of the older `NAMESPACE/NAME` form
+                    # were Jobs.
+                    "kind": event.workload_id.split("/", 1)[0] if event.workload_id.count("/") >= 2 else "Job",
                     "name": event.name,
                     "namespace": event.namespace,
                     "team": event.team,

@@ -41,7 +41,7 @@ async def _differences(url: str, metadata: sa.MetaData) -> list[Any]:
 async def test_upgrade_downgrade_upgrade(empty_url: str) -> None:
     assert await migrate.current_revision(empty_url) is None
     await migrate.upgrade_async(empty_url)
-    assert await migrate.current_revision(empty_url) == migrate.head_revision() == "0001"
+    assert await migrate.current_revision(empty_url) == migrate.head_revision() == "0002"
     assert await _tables(empty_url) >= LEDGER_TABLES
     await migrate.downgrade_async(empty_url, "base")
     assert await migrate.current_revision(empty_url) is None
@@ -69,3 +69,68 @@ def test_offline_sql_for_both_dialects() -> None:
             assert f"CREATE TABLE {table} " in text
     assert "NUMERIC(38, 6)" in postgres_sql and "BIGSERIAL" in postgres_sql
     assert "milli_seconds VARCHAR(64)" in sqlite_sql
+
+
+_NOW = "2026-11-30 12:00:00+00:00"
+
+
+async def _rows(url: str, query: str) -> list[tuple[Any, ...]]:
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as connection:
+            return [tuple(r) for r in (await connection.execute(sa.text(query))).all()]
+    finally:
+        await engine.dispose()
+
+
+async def _execute(url: str, *statements: str) -> None:
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as connection:
+            for statement in statements:
+                await connection.execute(sa.text(statement))
+    finally:
+        await engine.dispose()
+
+
+async def test_identities_of_an_older_ledger_become_jobs_and_come_back(empty_url: str) -> None:
+    """0002 carries `ns/name` rows over as `Job/ns/name` in every table that keys by workload, with the event keys
+    that name them, and its downgrade takes the kind off again; rows that already have a kind are left alone."""
+    await migrate.upgrade_async(empty_url, "0001")
+    timestamp = f"'{_NOW}'"
+    await _execute(
+        empty_url,
+        "INSERT INTO workloads (id, name, namespace, team, queue, priority, pod_sets, created_at) VALUES "
+        f"('nlp/train', 'train', 'nlp', 'nlp', 'nlp/default', 0, '[]', {timestamp})",
+        "INSERT INTO admissions (workload_id, attempt, team, admitted_at, pod_sets, usage, borrowed) VALUES "
+        f"('nlp/train', 1, 'nlp', {timestamp}, '[]', '[]', '[]')",
+        "INSERT INTO usage_intervals (workload_id, attempt, flavor, resource, team, quantity_milli, started_at) "
+        f"VALUES ('nlp/train', 1, 'a100', 'nvidia.com/gpu', 'nlp', 8000, {timestamp})",
+        "INSERT INTO preemptions (victim, victim_attempt, preemptor, reason, issued_at) VALUES "
+        f"('nlp/train', 1, 'vision/big', 'CohortReclamation', {timestamp})",
+        "INSERT INTO workload_events (workload_id, event_key, kind, at, payload) VALUES "
+        f"('nlp/train', 'WorkloadSeen|nlp/train', 'WorkloadSeen', {timestamp}, '{{}}'), "
+        f"('nlp/train', 'Admitted|nlp/train|1', 'Admitted', {timestamp}, '{{}}'), "
+        f"('JobSet/nlp/x', 'Admitted|JobSet/nlp/x|1', 'Admitted', {timestamp}, '{{}}')",
+    )
+    await migrate.upgrade_async(empty_url)
+    assert await _rows(empty_url, "SELECT id, kind FROM workloads") == [("Job/nlp/train", "Job")]
+    assert await _rows(empty_url, "SELECT workload_id, attempt FROM admissions") == [("Job/nlp/train", 1)]
+    assert await _rows(empty_url, "SELECT workload_id, quantity_milli FROM usage_intervals") == [
+        ("Job/nlp/train", 8000)
+    ]
+    assert await _rows(empty_url, "SELECT victim, preemptor FROM preemptions") == [("Job/nlp/train", "Job/vision/big")]
+    assert sorted(await _rows(empty_url, "SELECT workload_id, event_key FROM workload_events")) == [
+        ("Job/nlp/train", "Admitted|Job/nlp/train|1"),
+        ("Job/nlp/train", "WorkloadSeen|Job/nlp/train"),
+        ("JobSet/nlp/x", "Admitted|JobSet/nlp/x|1"),
+    ]
+    await migrate.downgrade_async(empty_url, "0001")
+    assert await _rows(empty_url, "SELECT id FROM workloads") == [("nlp/train",)]
+    assert await _rows(empty_url, "SELECT workload_id FROM usage_intervals") == [("nlp/train",)]
+    assert await _rows(empty_url, "SELECT victim, preemptor FROM preemptions") == [("nlp/train", "vision/big")]
+    assert sorted(await _rows(empty_url, "SELECT event_key FROM workload_events")) == [
+        ("Admitted|JobSet/nlp/x|1",),
+        ("Admitted|nlp/train|1",),
+        ("WorkloadSeen|nlp/train",),
+    ]
