@@ -30,6 +30,10 @@ class Context:
     def path(self, name: str) -> str:
         return self.request.match_info[name]
 
+    def path_or_none(self, name: str) -> str | None:
+        """A path parameter that only some of an endpoint's paths have."""
+        return self.request.match_info.get(name)
+
 
 Endpoint = Callable[[Context], Awaitable[BaseModel | web.StreamResponse]]
 

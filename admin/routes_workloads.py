@@ -28,17 +28,34 @@ from quota.quantity import format_resource
 router = Router()
 log = logging.getLogger(__name__)
 WORKLOAD_PATH = "/api/v1/workloads/{namespace}/{name}"
+KIND_WORKLOAD_PATH = "/api/v1/workloads/{kind}/{namespace}/{name}"
 
 
 def workload_id(ctx: Context) -> str:
-    """`_` stands for "no namespace" (simulated workloads have bare names)."""
-    namespace, name = ctx.path("namespace"), ctx.path("name")
-    return name if namespace == "_" else f"{namespace}/{name}"
+    """The workload a path names: `KIND/NAMESPACE/NAME` on the kind's path; on the short path `NAMESPACE/NAME` as
+    it is (simulated workloads are named so; `_` stands for no namespace), else the Job of that name, which is
+    what a user means by `ns/name` on a cluster."""
+    kind, namespace, name = ctx.path_or_none("kind"), ctx.path("namespace"), ctx.path("name")
+    if kind is not None and kind != "_":  # `_`: no kind, as on the short path
+        return f"{kind}/{namespace}/{name}"
+    short = name if namespace == "_" else f"{namespace}/{name}"
+    if namespace == "_" or live_view(ctx, short) is not None:
+        return short
+    job = f"Job/{short}"
+    return job if live_view(ctx, job) is not None else short
 
 
 @router.add(
     "GET",
     WORKLOAD_PATH,
+    summary="A workload with its full event history",
+    response=WorkloadDetailView,
+    tag="workloads",
+    statuses=(503,),
+)
+@router.add(
+    "GET",
+    KIND_WORKLOAD_PATH,
     summary="A workload with its full event history",
     response=WorkloadDetailView,
     tag="workloads",
@@ -50,6 +67,9 @@ async def detail(ctx: Context) -> WorkloadDetailView:
     recorded = None
     if runtime_of(ctx).ledger is not None:
         recorded = await repository.workload_detail(engine_of(ctx), name)
+        if live is None and recorded is None and name.count("/") == 1:
+            name = f"Job/{name}"  # a Job the ledger knows, named as users type it
+            recorded = await repository.workload_detail(engine_of(ctx), name)
     if live is None and recorded is None:
         raise ApiProblem(404, f"no workload {name!r} (neither running, pending nor in the ledger)")
     if recorded is None:
@@ -163,6 +183,16 @@ def audit(runtime: Any, actor: str, action: str, target: str, before: Any, after
     tag="actions",
     statuses=(409, 503),
 )
+@router.add(
+    "POST",
+    KIND_WORKLOAD_PATH + "/hold",
+    summary="Hold a pending workload",
+    access=Access.TEAM_ACTION,
+    response=ActionResult,
+    body=ActionRequest,
+    tag="actions",
+    statuses=(409, 503),
+)
 async def hold(ctx: Context) -> ActionResult:
     return await _act(ctx, "hold")
 
@@ -177,6 +207,16 @@ async def hold(ctx: Context) -> ActionResult:
     tag="actions",
     statuses=(409, 503),
 )
+@router.add(
+    "POST",
+    KIND_WORKLOAD_PATH + "/release",
+    summary="Release a held workload",
+    access=Access.TEAM_ACTION,
+    response=ActionResult,
+    body=ActionRequest,
+    tag="actions",
+    statuses=(409, 503),
+)
 async def release(ctx: Context) -> ActionResult:
     return await _act(ctx, "release")
 
@@ -184,6 +224,16 @@ async def release(ctx: Context) -> ActionResult:
 @router.add(
     "POST",
     WORKLOAD_PATH + "/preempt",
+    summary="Preempt an admitted workload, with its checkpoint",
+    access=Access.TEAM_ACTION,
+    response=ActionResult,
+    body=ActionRequest,
+    tag="actions",
+    statuses=(409, 503),
+)
+@router.add(
+    "POST",
+    KIND_WORKLOAD_PATH + "/preempt",
     summary="Preempt an admitted workload, with its checkpoint",
     access=Access.TEAM_ACTION,
     response=ActionResult,

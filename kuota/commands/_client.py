@@ -67,11 +67,15 @@ def call(
 
 
 def workload_path(name: str) -> str:
-    namespace, _, short = name.rpartition("/")
-    if not short:
-        fail(f"{name!r} is not a workload name (namespace/name)")
+    """The API path of a workload typed as KIND/NAMESPACE/NAME, NAMESPACE/NAME (the server takes it as a Job when no
+    workload has that very name) or NAME (simulated)."""
+    parts = name.split("/")
+    if not all(parts) or len(parts) > 3:
+        fail(f"{name!r} is not a workload name (KIND/NAMESPACE/NAME, or NAMESPACE/NAME for a Job)")
+    if len(parts) == 1:
+        parts = ["_", *parts]
     quote = urllib.parse.quote
-    return f"/api/v1/workloads/{quote(namespace or '_', safe='')}/{quote(short, safe='')}"
+    return "/api/v1/workloads/" + "/".join(quote(part, safe="") for part in parts)
 
 
 def output_json(data: Any) -> None:

@@ -67,7 +67,7 @@ def workloads(
 
 
 def why(
-    workload: Annotated[str, typer.Argument(help="namespace/name")],
+    workload: Annotated[str, typer.Argument(help="KIND/NAMESPACE/NAME, or NAMESPACE/NAME for a Job")],
     server: ServerOption = None,
     token: TokenOption = None,
     insecure: InsecureOption = False,
@@ -95,7 +95,7 @@ def why(
 
 def _action_command(action: str):  # type: ignore[no-untyped-def]
     def command(
-        workload: Annotated[str, typer.Argument(help="namespace/name")],
+        workload: Annotated[str, typer.Argument(help="KIND/NAMESPACE/NAME, or NAMESPACE/NAME for a Job")],
         reason: Annotated[str | None, typer.Option("--reason", help="Recorded in the audit log.")] = None,
         server: ServerOption = None,
         token: TokenOption = None,

@@ -14,7 +14,11 @@ from tests.admin.conftest import Server
 
 PUBLIC = {"/healthz", "/readyz", "/metrics", "/openapi.json"}
 ROUTES = [
-    (r.method, re.sub(r"\{namespace\}/\{name\}", "vision/next", r.path).replace("{team}", "nlp"), r.access)
+    (
+        r.method,
+        re.sub(r"\{namespace\}/\{name\}", "vision/next", r.path).replace("{team}", "nlp").replace("{kind}", "_"),
+        r.access,
+    )
     for r in all_routes()
 ]
 
