@@ -1,0 +1,59 @@
+"""`kuota manifests`: config/deploy's RBAC and webhooks widened to the enabled kinds, and nothing more."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from typer.testing import CliRunner
+
+from kuota import cli
+from kuota.kind_manifests import widen_rbac, widen_webhooks
+from workloads.registry import REGISTRY
+
+DEPLOY = Path(__file__).parents[1] / "config" / "deploy"
+
+
+def _documents(name: str) -> list[dict[str, object]]:
+    return [d for d in yaml.safe_load_all((DEPLOY / name).read_text()) if d]
+
+
+def test_each_kind_gets_its_rule_and_webhooks_on_its_own_path() -> None:
+    kinds = REGISTRY.enabled(["Job", "JobSet", "RayJob"])
+    role = next(d for d in widen_rbac(_documents("rbac.yaml"), kinds) if d["kind"] == "ClusterRole")
+    resources = {(r["apiGroups"][0], r["resources"][0]): r["verbs"] for r in role["rules"]}  # type: ignore[index]
+    assert (
+        resources[("batch", "jobs")] == resources[("jobset.x-k8s.io", "jobsets")] == ["get", "list", "watch", "patch"]
+    )
+    assert ("ray.io", "rayjobs") in resources and ("kubeflow.org", "pytorchjobs") not in resources
+    for document in widen_webhooks(_documents("webhooks.yaml"), kinds):
+        hooks = document["webhooks"]
+        assert len(hooks) == 2 * 3  # the two Job webhooks, once per kind
+        names = [h["name"] for h in hooks]
+        assert len(set(names)) == len(names)
+        endpoint = "mutate" if document["kind"] == "MutatingWebhookConfiguration" else "validate"
+        paths = {h["clientConfig"]["service"]["path"] for h in hooks}
+        assert paths == {
+            f"/{endpoint}/batch/v1/jobs",
+            f"/{endpoint}/jobset.x-k8s.io/v1alpha2/jobsets",
+            f"/{endpoint}/ray.io/v1/rayjobs",
+        }
+        for hook in hooks:
+            (rule,) = hook["rules"]
+            assert hook["clientConfig"]["service"]["path"].endswith(f"/{rule['apiVersions'][0]}/{rule['resources'][0]}")
+
+
+def test_job_alone_is_config_deploy_as_shipped() -> None:
+    jobs = REGISTRY.enabled(["Job"])
+    assert widen_rbac(_documents("rbac.yaml"), jobs) == _documents("rbac.yaml")
+    assert widen_webhooks(_documents("webhooks.yaml"), jobs) == _documents("webhooks.yaml")
+
+
+def test_the_command_prints_applyable_documents_and_refuses_unknown_kinds() -> None:
+    runner = CliRunner()
+    result = runner.invoke(cli.app, ["manifests", "--kinds", "Job,PyTorchJob", "--deploy", str(DEPLOY)])
+    assert result.exit_code == 0, result.output
+    kinds = [d["kind"] for d in yaml.safe_load_all(result.output) if d]
+    assert "ClusterRole" in kinds and "MutatingWebhookConfiguration" in kinds
+    refused = runner.invoke(cli.app, ["manifests", "--kinds", "Job,SlurmJob", "--deploy", str(DEPLOY)])
+    assert refused.exit_code == 2 and "SlurmJob" in refused.output and "JobSet" in refused.output
