@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from accounting import repository
 from accounting.events import AuditEntry
 from accounting.records import PreemptionRecord
-from admin.api import Context, Router, engine_of, runtime_of
+from admin.api import Context, Endpoint, Router, engine_of, runtime_of
 from admin.auth import Access
 from admin.models import (
     ActionRequest,
@@ -45,17 +46,19 @@ def workload_id(ctx: Context) -> str:
     return job if live_view(ctx, job) is not None else short
 
 
-@router.add(
+def _on_both_paths(method: str, suffix: str, **options: Any) -> Callable[[Endpoint], Endpoint]:
+    """Register an endpoint on the workload's kind-qualified path and on the short one."""
+
+    def decorate(endpoint: Endpoint) -> Endpoint:
+        router.add(method, KIND_WORKLOAD_PATH + suffix, **options)(endpoint)
+        return router.add(method, WORKLOAD_PATH + suffix, **options)(endpoint)
+
+    return decorate
+
+
+@_on_both_paths(
     "GET",
-    WORKLOAD_PATH,
-    summary="A workload with its full event history",
-    response=WorkloadDetailView,
-    tag="workloads",
-    statuses=(503,),
-)
-@router.add(
-    "GET",
-    KIND_WORKLOAD_PATH,
+    "",
     summary="A workload with its full event history",
     response=WorkloadDetailView,
     tag="workloads",
@@ -173,19 +176,9 @@ def audit(runtime: Any, actor: str, action: str, target: str, before: Any, after
     runtime.ledger.record(entry)
 
 
-@router.add(
+@_on_both_paths(
     "POST",
-    WORKLOAD_PATH + "/hold",
-    summary="Hold a pending workload",
-    access=Access.TEAM_ACTION,
-    response=ActionResult,
-    body=ActionRequest,
-    tag="actions",
-    statuses=(409, 503),
-)
-@router.add(
-    "POST",
-    KIND_WORKLOAD_PATH + "/hold",
+    "/hold",
     summary="Hold a pending workload",
     access=Access.TEAM_ACTION,
     response=ActionResult,
@@ -197,19 +190,9 @@ async def hold(ctx: Context) -> ActionResult:
     return await _act(ctx, "hold")
 
 
-@router.add(
+@_on_both_paths(
     "POST",
-    WORKLOAD_PATH + "/release",
-    summary="Release a held workload",
-    access=Access.TEAM_ACTION,
-    response=ActionResult,
-    body=ActionRequest,
-    tag="actions",
-    statuses=(409, 503),
-)
-@router.add(
-    "POST",
-    KIND_WORKLOAD_PATH + "/release",
+    "/release",
     summary="Release a held workload",
     access=Access.TEAM_ACTION,
     response=ActionResult,
@@ -221,19 +204,9 @@ async def release(ctx: Context) -> ActionResult:
     return await _act(ctx, "release")
 
 
-@router.add(
+@_on_both_paths(
     "POST",
-    WORKLOAD_PATH + "/preempt",
-    summary="Preempt an admitted workload, with its checkpoint",
-    access=Access.TEAM_ACTION,
-    response=ActionResult,
-    body=ActionRequest,
-    tag="actions",
-    statuses=(409, 503),
-)
-@router.add(
-    "POST",
-    KIND_WORKLOAD_PATH + "/preempt",
+    "/preempt",
     summary="Preempt an admitted workload, with its checkpoint",
     access=Access.TEAM_ACTION,
     response=ActionResult,

@@ -216,11 +216,12 @@ def first_priority(templates: list[PodTemplate]) -> Mapping[str, Any]:
 def _pod_sets(
     kind: JobKind, templates: list[PodTemplate], annotations: Mapping[str, Any], problems: list[JobProblem]
 ) -> tuple[PodSetRequest, ...]:
-    scaled = [t for t in templates if t.scaled is not None]
     # The min-count annotation applies to the one pod set that can be scaled down; kinds with none refuse it.
-    minimum = min_count(annotations, scaled[0].count, problems, dotted(scaled[0].scaled)) if scaled else None  # type: ignore[arg-type]
-    if not scaled:
-        min_count(annotations, 0, problems, None)
+    scaled = next((t for t in templates if t.scaled is not None), None)
+    if scaled is not None and scaled.scaled is not None:
+        minimum = min_count(annotations, scaled.count, problems, dotted(scaled.scaled))
+    else:
+        minimum = min_count(annotations, 0, problems, None)
     out: list[PodSetRequest] = []
     totals: dict[str, int] = {}
     for template in templates:

@@ -269,18 +269,12 @@ class KubeCluster:
             # Requeued after a preemption: the selectors still hold the last flavors' labels, which must not pin
             # the workload to those flavors from now on.
             used = decode_admission(flavor, workload.pod_sets, team)
-            pod_sets = tuple(
-                dataclasses.replace(
-                    p,
-                    node_selector={
-                        k: v
-                        for k, v in p.node_selector.items()
-                        if k not in flavor_labels(config, used.get(p.name, {}).values())
-                    },
-                )
-                for p in workload.pod_sets
-            )
-            return dataclasses.replace(workload, pod_sets=pod_sets)
+            pod_sets = []
+            for pod_set in workload.pod_sets:
+                stale = flavor_labels(config, used.get(pod_set.name, {}).values())
+                selector = {k: v for k, v in pod_set.node_selector.items() if k not in stale}
+                pod_sets.append(dataclasses.replace(pod_set, node_selector=selector))
+            return dataclasses.replace(workload, pod_sets=tuple(pod_sets))
         if not suspended:
             # Running without an admission (created while the webhooks were away): stop it and queue it.
             log.warning("job_running_unadmitted", job=key)
