@@ -12,6 +12,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from webhooks.app import review_path
 from workloads.kind import JobKind
 
 Document = dict[str, Any]
@@ -42,10 +43,6 @@ def widen_rbac(documents: Iterable[Document], kinds: Iterable[JobKind]) -> list[
     return out
 
 
-def _path(endpoint: str, kind: JobKind) -> str:
-    return f"/{endpoint}/{kind.group or 'core'}/{kind.version}/{kind.plural}"
-
-
 def widen_webhooks(documents: Iterable[Document], kinds: Iterable[JobKind]) -> list[Document]:
     """The webhook configurations with each Job webhook copied once per enabled kind (names and paths per kind)."""
     kinds = list(kinds)
@@ -59,7 +56,7 @@ def widen_webhooks(documents: Iterable[Document], kinds: Iterable[JobKind]) -> l
                 widened = copy.deepcopy(hook)
                 if kind.kind != "Job":
                     widened["name"] = f"{kind.plural}.{kind.group.split('.')[0]}-{hook['name']}"
-                widened["clientConfig"]["service"]["path"] = _path(endpoint, kind)
+                widened["clientConfig"]["service"]["path"] = review_path(endpoint, kind)
                 for rule in widened.get("rules") or []:
                     rule["apiGroups"], rule["apiVersions"], rule["resources"] = (
                         [kind.group],
