@@ -117,6 +117,19 @@ async def test_mutate_then_validate_over_https(running: Running) -> None:
     assert document["response"]["allowed"] is False and document["response"]["uid"] == "req-3"
 
 
+async def test_a_kind_that_is_not_enabled_is_denied_with_what_is_queued(running: Running) -> None:
+    """The test quota file enables Job only: a review on JobSet's path is answered, denied, and says so."""
+    for path in ("/validate/jobset.x-k8s.io/v1alpha2/jobsets", "/mutate/example.org/v1/nothings"):
+        status, document = await running.post(path, encode(review(gpu_job(), uid="req-k")))
+        response = document["response"]
+        assert status == 200 and response["uid"] == "req-k" and response["allowed"] is False
+        assert response["status"]["code"] == 400
+        assert "it queues: Job" in response["status"]["message"] and "jobKinds" in response["status"]["message"]
+    # The first version's paths still serve Jobs.
+    status, document = await running.post("/mutate/batch/v1/job", encode(review(gpu_job(), uid="req-old")))
+    assert status == 200 and document["response"]["allowed"] is True
+
+
 async def test_health_and_readiness(running: Running) -> None:
     for path in ("/healthz", "/readyz"):
         async with running.session.get(running.url + path) as resp:
