@@ -30,7 +30,7 @@ from clusters.kube.api import KubeApi, status_of
 from clusters.kube.events import EventRecorder
 from clusters.kube.leader import LeaseElector
 from clusters.kube.term import LeaderTerm
-from kuota.components import StartError
+from kuota.components import StartError, job_kinds
 from kuota.runtime import Runtime
 from queues.loop import wall_clock_ms
 from queues.manager import ReloadRejected
@@ -55,6 +55,7 @@ class ControllerOptions(Protocol):
     kube_qps: float
     kube_burst: int
     requeue_backoff_ms: int
+    kinds: tuple[str, ...] | None
 
 
 @dataclass(frozen=True)
@@ -197,6 +198,7 @@ class ControllerComponent:
                     instance=self.identity,
                     extra_journals=_metrics(),
                     backoff_base_ms=self.options.requeue_backoff_ms,
+                    kinds=job_kinds(self.options.kinds, self.runtime.config),
                 )
                 try:
                     await term.start()
