@@ -9,25 +9,13 @@ import re
 
 import pytest
 
+from tests.kube.kinds import CRD_FILES
 from workloads.kind import JobKind
 from workloads.registry import ALL, DEFAULT_KINDS, REGISTRY, Registry, UnknownKind, enabled_kinds
 
 from .examples import CRDS
 
 ORDER = ("Job", "JobSet", "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob", "RayJob", "RayCluster")
-
-#: The CRD file of each registered custom kind.
-CRD_FILES = {
-    "JobSet": "jobset/jobset.x-k8s.io_jobsets.yaml",
-    "PyTorchJob": "pytorchjob/kubeflow.org_pytorchjobs.yaml",
-    "TFJob": "tfjob/kubeflow.org_tfjobs.yaml",
-    "XGBoostJob": "xgboostjob/kubeflow.org_xgboostjobs.yaml",
-    "PaddleJob": "paddlejob/kubeflow.org_paddlejobs.yaml",
-    "JAXJob": "jaxjob/kubeflow.org_jaxjobs.yaml",
-    "MPIJob": "mpijob/kubeflow.org_mpijobs.yaml",
-    "RayJob": "rayjob/ray.io_rayjobs.yaml",
-    "RayCluster": "raycluster/ray.io_rayclusters.yaml",
-}
 
 
 def test_registry_holds_every_kind_in_listing_order() -> None:
