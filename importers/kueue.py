@@ -32,6 +32,7 @@ from quota.config import (
 )
 from quota.quantity import MILLI, QuantityError, parse_quantity
 from quota.rules import is_dns_label, split_queue
+from workloads.registry import REGISTRY
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_CONFIG_GROUP = "config.kueue.x-k8s.io"
@@ -697,13 +698,49 @@ class _Converter:
                 "Configuration: admissionFairSharing not converted: kuota orders a team's workloads by "
                 "priority and creation time, not by each LocalQueue's usage"
             )
-        converted = {"apiVersion", "kind", "fairSharing", "admissionFairSharing"}
+        converted = {"apiVersion", "kind", "fairSharing", "admissionFairSharing", "integrations"}
         ignored = [k for k in config if k not in converted]
         if ignored:
             self.warnings.append(
                 f"Configuration: {', '.join(ignored)} not converted: controller settings, not part of the quota file"
             )
         return out or None
+
+    def job_kinds(self) -> list[str] | None:
+        """kuota's jobKinds from the last Kueue Configuration's `integrations.frameworks`, if it names any.
+
+        Kueue names a framework `GROUP/kind` in lower case (`batch/job`, `jobset.x-k8s.io/jobset`, `pod` for the
+        core group); each is matched to the job framework's kind of that group and name. A framework kuota does
+        not queue is left out with a warning, so that the file still loads."""
+        if not self.configurations:
+            return None
+        config = self.configurations[-1]
+        integrations = self._mapping(config.get("integrations"), "Configuration: integrations")
+        frameworks = self._list(integrations.get("frameworks"), "Configuration: integrations.frameworks")
+        if not frameworks:
+            return None
+        known = {(k.group, k.kind.lower()): k.kind for k in REGISTRY}
+        kinds: list[str] = []
+        for raw in frameworks:
+            name = self._string(raw, "Configuration: integrations.frameworks[]")
+            if name is None:
+                continue
+            group, _, kind = name.rpartition("/")
+            found = known.get((group, kind.lower()))
+            if found is None:
+                self.warnings.append(
+                    f"Configuration: integrations.frameworks {name!r} not converted: kuota does not queue it "
+                    f"(it queues {', '.join(REGISTRY.names())})"
+                )
+            elif found not in kinds:
+                kinds.append(found)
+        unconverted = [k for k in integrations if k != "frameworks"]
+        if unconverted:
+            self.warnings.append(
+                f"Configuration: integrations.{', integrations.'.join(unconverted)} not converted: "
+                "kuota has no equivalent"
+            )
+        return kinds or None
 
     def skipped_warnings(self) -> Iterator[str]:
         for (api_version, kind), count in self.skipped.items():
@@ -744,6 +781,7 @@ def convert(documents: Sequence[Any]) -> ImportResult:
     cohorts = [conv.cohort(name, declared.get(name)) for name in conv.cohort_parents]
     teams = _teams(conv)
     fair_sharing = conv.fair_sharing()
+    job_kinds = conv.job_kinds()
     if fair_sharing is None and any("fairSharing" in holder for holder in [*cohorts, *teams]):
         conv.warnings.append(
             "fairSharing weights were imported, but no Kueue Configuration with fairSharing.enable was "
@@ -758,7 +796,7 @@ def convert(documents: Sequence[Any]) -> ImportResult:
     config: Doc = {"apiVersion": "kuota.dev/v1", "kind": "QuotaConfig"}
     sections: list[tuple[str, Any]] = [
         ("flavors", flavors), ("priorityClasses", classes), ("fairSharing", fair_sharing),
-        ("cohorts", cohorts), ("teams", teams),
+        ("cohorts", cohorts), ("teams", teams), ("jobKinds", job_kinds),
     ]  # fmt: skip
     config.update((key, value) for key, value in sections if value)
     return ImportResult(config, conv.warnings)

@@ -254,6 +254,28 @@ def test_gang_scheduling_workflow_reads_the_kueue_configuration() -> None:
     data = converted(result)
     assert data["teams"][0]["quotas"][0]["resources"]["nvidia.com/gpu"] == {"nominal": 256}
     assert "Configuration: " in result.stderr and "waitForPodsReady" in result.stderr
+    # Its integrations.frameworks, in its order, become the kinds kuota queues.
+    assert data["jobKinds"] == [
+        "Job", "MPIJob", "RayJob", "RayCluster", "JobSet", "PaddleJob", "PyTorchJob", "TFJob", "XGBoostJob",
+    ]  # fmt: skip
+    assert "integrations" not in result.stderr
+
+
+def test_kueue_frameworks_kuota_does_not_queue_are_left_out_with_a_warning() -> None:
+    config_doc = """
+---
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+integrations:
+  frameworks: [batch/job, deployment, kubeflow.org/jaxjob, example.com/widget, batch/job]
+  podOptions: {namespaceSelector: {}}
+"""
+    config, warnings = convert_text(V1BETA2 + config_doc)
+    assert config["jobKinds"] == ["Job", "JAXJob"]
+    assert any("'deployment' not converted: kuota does not queue it" in w for w in warnings)
+    assert any("'example.com/widget' not converted" in w for w in warnings)
+    assert any("integrations.podOptions not converted" in w for w in warnings)
+    assert load_config_data(config).job_kinds == ("Job", "JAXJob")
 
 
 def test_workflow_found_by_its_repository_layout(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from sqlalchemy import text
 
 from tests.e2e.conftest import Rig, eventually
-from tests.kube.kinds import KINDS, Operator, example, kind, suspend_body
+from tests.kube.kinds import KINDS, KUEUE_SAMPLES, Operator, example, kind, kueue_sample, suspend_body
 
 POOL_A = {"kuota.dev/pool": "a"}
 TOLERATION = {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
@@ -97,3 +97,23 @@ async def test_a_gang_that_could_never_run_whole_is_refused_at_the_door(krig: Ri
     body = await denied(krig.create(example("JobSet", "too-big", namespace=krig.namespace, cpu="220m")))
     assert "2 pod sets need 1100m cpu together (880m + 220m)" in body
     assert "team ml can never hold more than 1 of it" in body
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [
+        "jobs__sample-jobset.yaml",
+        "jobs__sample-pytorchjob.yaml",
+        "jobs__sample-mpijob.yaml",
+        "jobs__ray-job-sample.yaml",
+    ],
+)
+async def test_kueues_own_samples_with_kueues_label_are_queued_and_admitted(krig: Rig, sample: str) -> None:
+    obj = kueue_sample(KUEUE_SAMPLES / sample, "from-kueue", namespace=krig.namespace)
+    job_kind = kind(obj["kind"])
+    created = await krig.create(obj)
+    assert job_kind.is_suspended(created)  # the CEL matchCondition lets Kueue's label through to kuota
+    await krig.controller()
+    admitted = await krig.wait(obj["kind"], "from-kueue", lambda o: not job_kind.is_suspended(o), "admitted")
+    assert _templates_placed(obj["kind"], admitted)
+    assert admitted["metadata"]["annotations"]["kuota.dev/workload-id"] == f"{obj['kind']}/{krig.namespace}/from-kueue"

@@ -53,6 +53,9 @@ EXAMPLES = {
 }
 KINDS = tuple(EXAMPLES)
 QUEUE_LABEL = "kuota.dev/queue"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+#: Kueue's sample jobs (../shared/data/manifests/kueue, its README gives the commit), labelled for Kueue's queues.
+KUEUE_SAMPLES = CRDS.parent / "manifests" / "kueue"
 OWNER_LABEL = "testing.kuota.dev/owner"
 
 
@@ -76,18 +79,33 @@ def example(
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
 ) -> Obj:
-    """The upstream example of a kind, renamed into `namespace`, queued on `queue`, every container asking for
-    `cpu` and nothing else (the examples ask for whole CPUs and gibibytes, or for nothing)."""
+    """The upstream example of a kind, renamed into `namespace`, queued on `queue` with kuota's label, every
+    container asking for `cpu` and nothing else (the examples ask for whole CPUs and gibibytes, or for nothing)."""
+    obj = from_file(CRDS / EXAMPLES[kind_name], kind_name, name, namespace=namespace, cpu=cpu)
+    obj["metadata"]["labels"] = {QUEUE_LABEL: queue, **(labels or {})}
+    obj["metadata"]["annotations"] = dict(annotations or {})
+    return obj
+
+
+def kueue_sample(path: Path, name: str, *, namespace: str, queue: str = "ml", cpu: str = "100m") -> Obj:
+    """One of Kueue's own sample jobs, as its users write them: Kueue's queue-name label (pointed at `queue`),
+    renamed into `namespace`, every container asking for `cpu`."""
+    documents = [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+    kind_name = next(d["kind"] for d in documents if REGISTRY.get(d.get("kind", "")) is not None)
+    obj = from_file(path, kind_name, name, namespace=namespace, cpu=cpu)
+    labels = dict(next(d for d in documents if d["kind"] == kind_name)["metadata"].get("labels") or {})
+    assert KUEUE_QUEUE_LABEL in labels, path
+    obj["metadata"]["labels"] = {**labels, KUEUE_QUEUE_LABEL: queue}
+    return obj
+
+
+def from_file(path: Path, kind_name: str, name: str, *, namespace: str, cpu: str) -> Obj:
+    """The one object of `kind_name` in a file, with only its name and namespace as metadata, and every container
+    of its pod templates asking for `cpu` alone."""
     job_kind = kind(kind_name)
-    documents = yaml.safe_load_all((CRDS / EXAMPLES[kind_name]).read_text())
-    obj = next(d for d in documents if isinstance(d, dict) and d.get("kind") == kind_name)
-    obj = copy.deepcopy(obj)
-    obj["metadata"] = {
-        "name": name,
-        "namespace": namespace,
-        "labels": {QUEUE_LABEL: queue, **(labels or {})},
-        "annotations": dict(annotations or {}),
-    }
+    documents = yaml.safe_load_all(path.read_text())
+    obj = copy.deepcopy(next(d for d in documents if isinstance(d, dict) and d.get("kind") == kind_name))
+    obj["metadata"] = {"name": name, "namespace": namespace}
     for template in job_kind.read_templates(obj):
         pod = value_at(obj, template.path)
         for container in pod.get("containers") or []:
