@@ -48,10 +48,14 @@ TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSche
 
 
 def trainjob(relative: str = MULTI_NODE, runtime: str | None = None) -> Obj:
-    """A TrainJob example in namespace ml with the queue label, naming another runtime if asked."""
+    """A TrainJob example in namespace ml with the queue label, naming another runtime if asked (`NAME` of the
+    example's kind of runtime, or `KIND/NAME`)."""
     obj = submitted(crd_example(relative)[1])
     if runtime is not None:
-        obj["spec"]["runtimeRef"]["name"] = runtime
+        kind, _, name = runtime.rpartition("/")
+        obj["spec"]["runtimeRef"]["name"] = name
+        if kind:
+            obj["spec"]["runtimeRef"]["kind"] = kind
     return obj
 
 
@@ -88,6 +92,9 @@ EXAMPLES: list[tuple[str, str | None, PodSets]] = [
     # of the 3 nodes, so the `node` job runs 2; resourcesPerNode goes to the `node` container of both.
     (MULTI_NODE, "deepspeed-distributed", [("node", 2, {}), ("launcher", 1, {})]),
     (KUEUE, "deepspeed-distributed", [("node", 2, PER_NODE), ("launcher", 1, PER_NODE)]),
+    # 05's TrainJob on the installed runtimes: its spec.initializer has no initializer step to go to there.
+    (MULTI_STEP, "ClusterTrainingRuntime/torch-distributed", [("node", 2, PER_NODE)]),
+    (MULTI_STEP, "ClusterTrainingRuntime/deepspeed-distributed", [("node", 1, PER_NODE), ("launcher", 1, PER_NODE)]),
 ]
 
 
