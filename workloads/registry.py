@@ -17,9 +17,22 @@ from workloads.kinds.kubeflow import JAXJOB, PADDLEJOB, PYTORCHJOB, TFJOB, XGBOO
 from workloads.kinds.mpijob import MPIJOB
 from workloads.kinds.raycluster import RAYCLUSTER
 from workloads.kinds.rayjob import RAYJOB
+from workloads.kinds.trainjob import TRAINJOB
 
 #: Every kind, in the order listings show them.
-ALL: tuple[JobKind, ...] = (JOB, JOBSET, PYTORCHJOB, TFJOB, XGBOOSTJOB, PADDLEJOB, JAXJOB, MPIJOB, RAYJOB, RAYCLUSTER)
+ALL: tuple[JobKind, ...] = (
+    JOB,
+    JOBSET,
+    PYTORCHJOB,
+    TFJOB,
+    XGBOOSTJOB,
+    PADDLEJOB,
+    JAXJOB,
+    MPIJOB,
+    TRAINJOB,
+    RAYJOB,
+    RAYCLUSTER,
+)
 
 DEFAULT_KINDS: tuple[str, ...] = ("Job",)
 

@@ -12,7 +12,7 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 import orjson
@@ -32,6 +32,23 @@ T = TypeVar("T")
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
+
+
+class Resource(Protocol):
+    """What listing and watching read of a kind: a job kind, or a kind that job kinds refer to (a TrainJob's
+    training runtimes, some of them cluster-scoped: listing and watching across namespaces serves both)."""
+
+    @property
+    def group(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def plural(self) -> str: ...
 
 
 class TokenBucket:
@@ -207,10 +224,10 @@ class KubeApi:
         raise AssertionError("unreachable")
 
     # -- objects of every kind, as plain JSON ---------------------------------------------------------------------
-    # Every kind kuota queues lives under /apis/GROUP/VERSION (batch/v1 Jobs too), so the custom-objects calls
-    # serve them all: one code path, whatever the kind.
+    # Every kind kuota queues or reads lives under /apis/GROUP/VERSION (batch/v1 Jobs too), so the custom-objects
+    # calls serve them all: one code path, whatever the kind.
 
-    async def list_objects(self, kind: JobKind, *, limit: int = 500) -> tuple[list[Obj], str]:
+    async def list_objects(self, kind: Resource, *, limit: int = 500) -> tuple[list[Obj], str]:
         """Every object of `kind` in every namespace (paged), and the list's resourceVersion to watch from."""
         items: list[Obj] = []
         token: str | None = None
@@ -227,12 +244,12 @@ class KubeApi:
             if not token:
                 return items, version
 
-    def _lister(self, kind: JobKind, kwargs: dict[str, Any]) -> Callable[[], Awaitable[Obj]]:
+    def _lister(self, kind: Resource, kwargs: dict[str, Any]) -> Callable[[], Awaitable[Obj]]:
         return lambda: self._json(
             self.objects.list_cluster_custom_object(kind.group, kind.version, kind.plural, **kwargs)
         )
 
-    async def watch_objects(self, kind: JobKind, version: str, timeout_s: int) -> Any:
+    async def watch_objects(self, kind: Resource, version: str, timeout_s: int) -> Any:
         """The raw watch response for `kind` from `version`, with bookmarks (the caller reads and releases it)."""
         return await self.objects.list_cluster_custom_object(
             kind.group,

@@ -12,6 +12,14 @@ a patch holds is the kind's (workloads/):
 * request_checkpoint: POST to `kuota.dev/checkpoint-url`, else stamp `kuota.dev/checkpoint-requested-at`; the job
   answers by setting `kuota.dev/checkpoint-completed-at` (and maybe `kuota.dev/checkpoint-id`);
 * suspend: the kind's stop patch; the workload counts as suspended once its kind reports it stopped.
+
+A kind that reads its pod sets from objects it refers to (a TrainJob, from its training runtime) brings the kinds
+of those objects along: they are listed and watched too, kept here by reference, and looked up when such an object
+is read. One that cannot be queued yet (its runtime is not there, or does not read) waits out of the queue with a
+`NotQueued` warning Event saying why (the webhooks cannot see runtimes, so nobody else can tell the user), and is
+read again whenever an object it refers to appears or changes. Once queued it keeps the pod sets it was read with,
+and is admitted with the objects it was read with: the trainer, too, runs a TrainJob from the copy of its runtime
+it took when it first saw it, whatever becomes of the runtime later.
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ from clusters.kube.watch import Reflector
 from queues.controller import Controller
 from queues.loop import ControllerLoop, wall_clock_ms
 from quota.config import QuotaConfig
-from workloads.kind import JobKind, JSONPatch, parse_time, pointer
+from workloads.kind import JobKind, JSONPatch, Reference, ReferencedKind, Resolve, parse_time, pointer
 from workloads.reading import convert, split_key, workload_key
 from workloads.registry import Registry, enabled_kinds
 from workloads.rules import job_annotations
@@ -52,6 +60,10 @@ log = structlog.get_logger("kuota.kube")
 Obj = dict[str, Any]
 
 CHECKPOINT_POST_TIMEOUT_S = 5.0
+
+
+class Unplaceable(Exception):
+    """An admitted workload's pod sets are not all in its object as read now (a TrainJob whose runtime went)."""
 
 
 def object_key(kind: JobKind, obj: Mapping[str, Any]) -> str:
@@ -126,6 +138,27 @@ class KubeCluster:
             )
             for kind in self.kinds
         }
+        self.referenced_kinds: dict[str, ReferencedKind] = {
+            referenced.kind: referenced for kind in self.kinds for referenced in kind.referenced_kinds
+        }
+        """The kinds of the objects that enabled kinds read their pod sets from (a TrainJob's runtimes)."""
+        for name, referenced in self.referenced_kinds.items():
+            assert name not in self.reflectors, f"{name} is both a job kind and a kind job kinds refer to"
+            self.reflectors[name] = Reflector(
+                api,
+                referenced,
+                lambda items, kind=referenced: self.on_referenced_list(kind, items),  # type: ignore[misc]
+                lambda event, obj, kind=referenced: self.on_referenced_event(kind, event, obj),  # type: ignore[misc]
+            )
+        self.referenced: dict[Reference, Obj] = {}
+        """The latest body of every object of those kinds."""
+        self.read_with: dict[str, dict[Reference, Obj]] = {}
+        """For a submitted workload of such a kind, the objects it was read with (it is admitted with them)."""
+        self.waiting: dict[str, tuple[JobKind, Obj]] = {}
+        """Objects of such kinds that kuota manages but could not queue (their runtime is missing, say): read again
+        when an object they refer to appears or changes."""
+        self.not_queued: Callable[[str, str], None] | None = None
+        """Told (workload key, reason) when one of those cannot be queued, once per reason."""
         self._watch_tasks: list[asyncio.Task[None]] = []
 
     # -- life ---------------------------------------------------------------------------------------------------
@@ -177,7 +210,7 @@ class KubeCluster:
         """A full list of one kind (at start, or after 410 Gone): what is not in it was deleted meanwhile."""
         present = {object_key(kind, obj) for obj in items}
         prefix = f"{kind.kind}/"
-        for key in [k for k in self.submitted if k.startswith(prefix)]:
+        for key in [k for k in (*self.submitted, *self.waiting) if k.startswith(prefix)]:
             if key not in present:
                 self._deleted(key)
         self.done = {k for k in self.done if not k.startswith(prefix) or k in present}
@@ -192,8 +225,48 @@ class KubeCluster:
         else:
             self.observe(kind, obj)
 
+    def on_referenced_list(self, kind: ReferencedKind, items: list[Obj]) -> None:
+        """A full list of a kind that job kinds refer to: what is not in it was deleted meanwhile."""
+        fresh = {reference: obj for obj in items if (reference := kind.reference(obj)) is not None}
+        for reference in [r for r in self.referenced if (r.group, r.kind) == (kind.group, kind.kind)]:
+            if reference not in fresh:
+                del self.referenced[reference]
+        changed = {reference for reference, obj in fresh.items() if self.referenced.get(reference) != obj}
+        self.referenced.update(fresh)
+        self._read_waiting(changed)
+
+    def on_referenced_event(self, kind: ReferencedKind, event: str, obj: Obj) -> None:
+        reference = kind.reference(obj)
+        if reference is None:
+            return
+        if event == "DELETED":
+            self.referenced.pop(reference, None)  # queued objects keep what they were read with
+            return
+        self.referenced[reference] = obj
+        self._read_waiting({reference})
+
+    def resolve(self, reference: Reference) -> Obj | None:
+        """An object that job kinds refer to, as last listed or watched; None while there is none."""
+        return self.referenced.get(reference)
+
+    def _read_waiting(self, changed: set[Reference]) -> None:
+        """Read again the objects that wait for one of `changed`."""
+        if not changed:
+            return
+        for kind, obj in list(self.waiting.values()):
+            if changed.intersection(kind.references(obj)):
+                self.observe(kind, obj)
+
+    def _resolver(self, key: str) -> Resolve:
+        """Looks up what the workload `key` was read with first, then what is there now."""
+        seen = self.read_with.get(key, {})
+        return lambda reference: seen[reference] if reference in seen else self.referenced.get(reference)
+
     def _deleted(self, key: str) -> None:
         self.jobs.pop(key, None)
+        self.waiting.pop(key, None)
+        self.read_with.pop(key, None)
+        self.unreadable.pop(key, None)
         self.suspending.discard(key)
         self.awaiting_ack.pop(key, None)
         if key in self.submitted:
@@ -210,6 +283,7 @@ class KubeCluster:
         status = kind.status(obj)
         if key not in self.submitted:
             if key in self.done or status.finished is not None:
+                self.waiting.pop(key, None)
                 return
             workload = self._workload(kind, key, obj)
             if workload is None:
@@ -228,6 +302,7 @@ class KubeCluster:
             self.suspending.discard(key)
             self.awaiting_ack.pop(key, None)
             self.jobs.pop(key, None)
+            self.read_with.pop(key, None)
             controller.job_finished(key, now, status.finished)
             self._wake()
             return
@@ -246,14 +321,23 @@ class KubeCluster:
 
     def _workload(self, kind: JobKind, key: str, obj: Obj) -> Workload | None:
         config = self.config()
-        conversion = convert(kind, obj, config)
+        conversion = convert(kind, obj, config, resolve=self.resolve)
         workload = conversion.workload
         if workload is None:
+            if conversion.problems and kind.referenced_kinds:
+                self.waiting[key] = (kind, obj)
+            else:
+                self.waiting.pop(key, None)
             if conversion.problems and self.unreadable.get(key) != conversion.problems[0].message:
                 self.unreadable[key] = conversion.problems[0].message
                 log.warning("job_not_queued", job=key, problems=[p.message for p in conversion.problems])
+                if kind.referenced_kinds and self.not_queued is not None:
+                    self.not_queued(key, conversion.problems[0].message)
             return None
         self.unreadable.pop(key, None)
+        self.waiting.pop(key, None)
+        if kind.referenced_kinds:
+            self.read_with[key] = {r: found for r in kind.references(obj) if (found := self.resolve(r)) is not None}
         flavor = job_annotations(obj).get(ADMITTED_FLAVOR)
         team = next((t for t in config.teams if t.name == workload.team), None)
         suspended = kind.is_suspended(obj)
@@ -301,9 +385,16 @@ class KubeCluster:
             CHECKPOINT_REQUESTED_AT: None,
         }
 
+        resolve = self._resolver(key)
+
         def run_patch(current: Obj | None) -> JSONPatch:
             obj = current if current is not None else (self.jobs.get(key) or {})
-            ops = kind.run_patch(obj, placements(kind, obj, config, flavors, counts))
+            where = placements(kind, obj, config, flavors, counts, resolve)
+            missing = [p.name for p in workload.pod_sets if p.name not in where]
+            if missing:
+                # Letting it run would start those pods on no flavor's nodes: the admission fails instead.
+                raise Unplaceable(f"{key}: pod sets {', '.join(missing)} are not in the object as it reads now")
+            ops = kind.run_patch(obj, where)
             return annotation_ops(obj, annotations) + ops
 
         self.suspending.discard(key)

@@ -1,7 +1,9 @@
 """One term as leader: rebuild the controller from the cluster and the ledger, decide, and stop cleanly.
 
-A new leader trusts nothing it remembers from an earlier term. It lists the objects of every enabled kind (running
-ones are submitted with their admission, so nothing is admitted twice; waiting ones are queued by creation time),
+A new leader trusts nothing it remembers from an earlier term. It lists the objects that enabled kinds refer to
+(a TrainJob's training runtimes) first, so that what refers to them reads at once, then the objects of every
+enabled kind (running ones are submitted with their admission, so nothing is admitted twice; waiting ones are
+queued by creation time),
 closes in the ledger the usage of work that ended while nobody led, continues every workload's attempt count,
 reloads fair-share credits from the usage intervals, and only then starts the loop and the watches.
 """
@@ -77,6 +79,10 @@ class LeaderTerm:
             clock=self.clock,
         )
         self.cluster = cluster
+        for name, referenced in cluster.referenced_kinds.items():
+            found, version = await self.api.list_objects(referenced)
+            cluster.on_referenced_list(referenced, found)
+            cluster.reflectors[name].version = version
         listed: list[tuple[JobKind, list[dict[str, Any]], str]] = []
         for kind in cluster.kinds:
             items, version = await self.api.list_objects(kind)
@@ -90,8 +96,9 @@ class LeaderTerm:
             attempts = await self._recover_ledger(listed, running, cluster)
             journals.append(LedgerJournal(self.ledger))
         if self.events:
-            self.recorder = EventRecorder(self.api, lambda key: _uid(cluster, key), instance=self.instance)
-            journals.append(EventJournal(self.recorder))
+            recorder = self.recorder = EventRecorder(self.api, lambda key: _uid(cluster, key), instance=self.instance)
+            journals.append(EventJournal(recorder))
+            cluster.not_queued = lambda key, reason: recorder.emit(key, "NotQueued", reason, self.clock(), warning=True)
         journals.extend(self.extra_journals)
         timers = LoopTimers()
         controller = Controller(self.config, cluster, timers, Journals(*journals), backoff_base_ms=self.backoff_base_ms)
@@ -122,6 +129,7 @@ class LeaderTerm:
         log.info(
             "leader_term_started",
             jobs=sum(len(items) for _, items, _ in listed),
+            referenced=len(cluster.referenced),
             running=len(running),
             queued=len(cluster.submitted) - len(running),
         )
@@ -181,7 +189,7 @@ class LeaderTerm:
 
 
 def _uid(cluster: KubeCluster, key: str) -> str | None:
-    job = cluster.jobs.get(key)
+    job = cluster.jobs.get(key) or (cluster.waiting[key][1] if key in cluster.waiting else None)
     uid = ((job or {}).get("metadata") or {}).get("uid")
     return uid if isinstance(uid, str) else None
 

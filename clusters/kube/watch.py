@@ -1,4 +1,5 @@
-"""List and watch every object of one kind, as client-go's reflector does; one reflector per enabled kind.
+"""List and watch every object of one kind, as client-go's reflector does; one reflector per enabled kind, and one
+per kind that enabled kinds read their pod sets from (a TrainJob's training runtimes).
 
 List once (paged) and hand the full set over, then watch from the list's resourceVersion with bookmarks so the
 version we resume from stays fresh. A watch that ends (server timeout, dropped stream) resumes from the last
@@ -16,8 +17,7 @@ from typing import Any
 import orjson
 import structlog
 
-from clusters.kube.api import ApiStatusError, KubeApi, retryable
-from workloads.kind import JobKind
+from clusters.kube.api import ApiStatusError, KubeApi, Resource, retryable
 
 log = structlog.get_logger("kuota.kube.watch")
 
@@ -32,7 +32,7 @@ class Reflector:
     def __init__(
         self,
         api: KubeApi,
-        kind: JobKind,
+        kind: Resource,
         on_list: Callable[[list[Obj]], None],
         on_event: Callable[[str, Obj], None],
         *,

@@ -37,6 +37,7 @@ CRD_FILES = {
     "PaddleJob": "paddlejob/kubeflow.org_paddlejobs.yaml",
     "JAXJob": "jaxjob/kubeflow.org_jaxjobs.yaml",
     "MPIJob": "mpijob/kubeflow.org_mpijobs.yaml",
+    "TrainJob": "trainjob/trainer.kubeflow.org_trainjobs.yaml",
     "RayJob": "rayjob/ray.io_rayjobs.yaml",
     "RayCluster": "raycluster/ray.io_rayclusters.yaml",
 }

@@ -33,6 +33,7 @@ EXAMPLE = {
     "PaddleJob": "crds/paddlejob/examples/simple-cpu.yaml",
     "JAXJob": "crds/jaxjob/examples/demo.yaml",
     "MPIJob": "crds/mpijob/examples/pi.yaml",
+    "TrainJob": "crds/trainjob/examples/03-kueue-integration.yaml",
     "RayJob": "crds/rayjob/examples/ray-job.sample.yaml",
     "RayCluster": "crds/raycluster/examples/ray-cluster.sample.yaml",
 }
@@ -116,6 +117,25 @@ CASES: list[tuple[str, tuple[Any, ...], Any, str, JobProblemKind]] = [
     ("JAXJob", ("spec", "jaxReplicaSpecs", "Worker", "template"), [], "spec.jaxReplicaSpecs.Worker.template", NOT_A),
     ("MPIJob", ("spec", "mpiReplicaSpecs", "Launcher"), "launcher", "spec.mpiReplicaSpecs.Launcher", NOT_A),
     ("MPIJob", ("spec", "mpiReplicaSpecs", "Worker", "replicas"), -2, "spec.mpiReplicaSpecs.Worker.replicas", INVALID),
+    # TrainJob: what it says itself (its pod templates are its runtime's: tests/workloads/test_trainjob.py)
+    ("TrainJob", ("spec", "runtimeRef"), DELETE, "spec.runtimeRef", NOT_A),
+    ("TrainJob", ("spec", "runtimeRef"), "torch-distributed", "spec.runtimeRef", NOT_A),
+    ("TrainJob", ("spec", "runtimeRef", "name"), DELETE, "spec.runtimeRef.name", NOT_A),
+    ("TrainJob", ("spec", "runtimeRef", "name"), 7, "spec.runtimeRef.name", NOT_A),
+    ("TrainJob", ("spec", "runtimeRef", "kind"), ["TrainingRuntime"], "spec.runtimeRef.kind", NOT_A),
+    ("TrainJob", ("spec", "trainer"), "trainer", "spec.trainer", NOT_A),
+    ("TrainJob", ("spec", "trainer", "numNodes"), -1, "spec.trainer.numNodes", INVALID),
+    ("TrainJob", ("spec", "trainer", "numNodes"), "3", "spec.trainer.numNodes", INVALID),
+    ("TrainJob", ("spec", "trainer", "resourcesPerNode"), [], "spec.trainer.resourcesPerNode", NOT_A),
+    (
+        "TrainJob",
+        ("spec", "trainer", "resourcesPerNode", "requests"),
+        "cpu=2",
+        "spec.trainer.resourcesPerNode.requests",
+        NOT_A,
+    ),
+    ("TrainJob", ("spec", "runtimePatches"), {"manager": "x.io/m"}, "spec.runtimePatches", NOT_A),
+    ("TrainJob", ("spec", "runtimePatches"), ["x.io/m"], "spec.runtimePatches[0]", NOT_A),
     # RayCluster
     ("RayCluster", ("spec", "headGroupSpec"), [], "spec.headGroupSpec", NOT_A),
     ("RayCluster", ("spec", "headGroupSpec", "template"), DELETE, "spec.headGroupSpec.template", NOT_A),

@@ -15,7 +15,19 @@ from workloads.registry import ALL, DEFAULT_KINDS, REGISTRY, Registry, UnknownKi
 
 from .examples import CRDS
 
-ORDER = ("Job", "JobSet", "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob", "RayJob", "RayCluster")
+ORDER = (
+    "Job",
+    "JobSet",
+    "PyTorchJob",
+    "TFJob",
+    "XGBoostJob",
+    "PaddleJob",
+    "JAXJob",
+    "MPIJob",
+    "TrainJob",
+    "RayJob",
+    "RayCluster",
+)
 
 
 def test_registry_holds_every_kind_in_listing_order() -> None:
@@ -63,7 +75,8 @@ def test_lookups_of_named_kinds() -> None:
         ("by_resource", ("kubeflow.org", "v1", "mpijobs")),  # the training operator's v1 MPIJob is not kuota's
         ("by_resource", ("ray.io", "v1alpha1", "rayjobs")),
         ("by_gvk", ("jobset.x-k8s.io", "v1alpha1", "JobSet")),
-        ("by_gvk", ("trainer.kubeflow.org", "v1alpha1", "TrainJob")),
+        ("by_gvk", ("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime")),  # what a TrainJob refers to
+        ("by_resource", ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")),
         ("by_gvk", ("", "v1", "Pod")),
     ],
 )
@@ -87,9 +100,9 @@ def test_enabled_ignores_blanks_and_repeats() -> None:
 
 def test_an_unknown_kind_is_refused_with_the_known_ones() -> None:
     with pytest.raises(UnknownKind) as raised:
-        REGISTRY.enabled(["Job", "TrainJob"])
+        REGISTRY.enabled(["Job", "AppWrapper"])
     message = str(raised.value)
-    assert "'TrainJob'" in message
+    assert "'AppWrapper'" in message
     assert message.endswith("kuota queues: " + ", ".join(ORDER))
     assert isinstance(raised.value, ValueError)
 
