@@ -30,7 +30,7 @@ from kuota.components.controller import ControllerComponent
 from kuota.kind_manifests import widen_rbac, widen_webhooks
 from kuota.runtime import Runtime
 from tests.kube.controlplane import ControlPlane
-from tests.kube.kinds import KINDS, crd_paths, kind
+from tests.kube.kinds import QUEUED, crd_paths, kind
 from tests.kube.manifests import Obj, job_manifest
 from tests.kube.proxy import FaultProxy
 from webhooks.server import WebhookServer
@@ -377,7 +377,7 @@ async def rig_on(
 
 def _alice_may_use_the_kinds() -> dict[str, Any]:
     """What each operator's chart ships for its kinds: aggregated into the built-in `edit` role."""
-    kinds = [kind(k) for k in KINDS]
+    kinds = [kind(k) for k in QUEUED if k != "Job"]
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -388,7 +388,7 @@ def _alice_may_use_the_kinds() -> dict[str, Any]:
         "rules": [
             {
                 "apiGroups": sorted({k.group for k in kinds}),
-                "resources": sorted({k.plural for k in kinds}),
+                "resources": [*sorted({k.plural for k in kinds}), "trainingruntimes"],
                 "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
             }
         ],
@@ -402,7 +402,7 @@ def kinds_plane(control_plane: ControlPlane) -> Iterator[ControlPlane]:
     control_plane.install_crds(crd_paths())
     control_plane.apply([_alice_may_use_the_kinds()])
     shipped = list(yaml.safe_load_all((DEPLOY / "rbac.yaml").read_text()))
-    control_plane.apply(widen_rbac(shipped, REGISTRY.enabled(("Job", *KINDS))))
+    control_plane.apply(widen_rbac(shipped, REGISTRY.enabled(QUEUED)))
     try:
         yield control_plane
     finally:
@@ -414,5 +414,5 @@ async def krig(kinds_plane: ControlPlane, tmp_path: Path, request: pytest.Fixtur
     """A rig for every kind: the usual quota file, or the one a test's `quota_template` marker names."""
     marker = request.node.get_closest_marker("quota_template")
     template = HERE / marker.args[0] if marker else QUOTA_TEMPLATE
-    async for value in rig_on(kinds_plane, tmp_path, kinds=("Job", *KINDS), template=template):
+    async for value in rig_on(kinds_plane, tmp_path, kinds=QUEUED, template=template):
         yield value

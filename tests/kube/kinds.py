@@ -23,7 +23,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.kube.manifests import Obj
-from workloads.kind import JobKind, SuspendFieldKind, value_at
+from workloads.kind import JobKind, Reference, Resolve, SuspendFieldKind, value_at
 from workloads.registry import REGISTRY
 
 CRDS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "crds"
@@ -53,6 +53,15 @@ EXAMPLES = {
     "RayCluster": "raycluster/examples/ray-cluster.sample.yaml",  # head 1, workergroup 1
 }
 KINDS = tuple(EXAMPLES)
+#: Every kind the end-to-end rig queues: the suspend-switch kinds above and TrainJob, whose pod sets are its
+#: runtime's (tests/e2e/test_kinds_trainjob.py).
+QUEUED = ("Job", *KINDS, "TrainJob")
+#: CRDs the rig installs: the kinds', and the training runtimes TrainJobs refer to.
+RIG_CRDS = (
+    *(CRD_FILES[k] for k in QUEUED if k != "Job"),
+    "trainingruntime/trainer.kubeflow.org_trainingruntimes.yaml",
+    "clustertrainingruntime/trainer.kubeflow.org_clustertrainingruntimes.yaml",
+)
 QUEUE_LABEL = "kuota.dev/queue"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 #: Kueue's sample jobs (../shared/data/manifests/kueue, its README gives the commit), labelled for Kueue's queues.
@@ -66,8 +75,8 @@ def kind(name: str) -> JobKind:
     return found
 
 
-def crd_paths(kinds: tuple[str, ...] = KINDS) -> list[Path]:
-    return [CRDS / CRD_FILES[k] for k in kinds]
+def crd_paths() -> list[Path]:
+    return [CRDS / relative for relative in RIG_CRDS]
 
 
 def example(
@@ -159,6 +168,22 @@ class Operator:
             _content_type="application/merge-patch+json",
         )
 
+    async def _resolver(self, job_kind: JobKind, obj: Obj) -> Resolve:
+        """The objects `obj` refers to (a TrainJob's runtime), read now, for reading its pod templates."""
+        found: dict[Reference, Obj] = {}
+        custom = client.CustomObjectsApi(self.api)
+        for ref in job_kind.references(obj, self.namespace):
+            kinds = {k.kind: k for k in job_kind.referenced_kinds}
+            version = kinds[ref.kind].version
+            plural = kinds[ref.kind].plural
+            if ref.namespace is None:
+                found[ref] = await custom.get_cluster_custom_object(ref.group, version, plural, ref.name)
+            else:
+                found[ref] = await custom.get_namespaced_custom_object(
+                    ref.group, version, ref.namespace, plural, ref.name
+                )
+        return found.get
+
     async def start(self, kind_name: str, obj: Obj) -> list[str]:
         """The pods of a started object, made from its pod templates as admitted, and its running status."""
         job_kind = kind(kind_name)
@@ -167,8 +192,9 @@ class Operator:
         core = client.CoreV1Api(self.api)
         made: list[str] = []
         active: dict[str, int] = {}
-        for template in job_kind.read_templates(obj):
+        for template in job_kind.read_templates(obj, await self._resolver(job_kind, obj)):
             spec = copy.deepcopy(dict(template.spec))
+            spec.update(_trainer_runtime_patch(obj, template.name))
             spec.setdefault("restartPolicy", "Never")
             for index in range(template.count):
                 pod_name = f"{name}-{template.name}-{index}".lower().replace("_", "-")
@@ -230,13 +256,31 @@ class Operator:
         await self._status(kind_name, obj["metadata"]["name"], _succeeded_status(kind_name, obj))
 
 
+def _trainer_runtime_patch(obj: Obj, job: str) -> Obj:
+    """What the trainer takes from kuota's entry in a TrainJob's runtimePatches for the pods of replicated job
+    `job`: the flavor's node selector and tolerations (other kinds carry them in their templates already)."""
+    for entry in (obj.get("spec") or {}).get("runtimePatches") or []:
+        if entry.get("manager") != "kuota.dev/manager":
+            continue
+        for replicated in entry["trainingRuntimeSpec"]["template"]["spec"].get("replicatedJobs") or []:
+            if replicated["name"] == job:
+                return dict(replicated["template"]["spec"]["template"]["spec"])
+    return {}
+
+
 def _replica_types(obj: Obj) -> dict[str, str]:
     """Pod-set name → the replica type's own spelling (Kubeflow keys replicaStatuses by `Worker`, not `worker`)."""
     specs = next((v for k, v in obj["spec"].items() if k.endswith("ReplicaSpecs")), {})
     return {str(t).lower(): str(t) for t in specs}
 
 
+def _jobs_status(name: str, active: int, suspended: int = 0) -> Obj:
+    return {"name": name, "active": active, "ready": active, "succeeded": 0, "failed": 0, "suspended": suspended}
+
+
 def _running_status(kind_name: str, obj: Obj, active: Mapping[str, int]) -> Obj:
+    if kind_name == "TrainJob":
+        return {"jobsStatus": [_jobs_status(n, a) for n, a in active.items()]}
     if kind_name == "JobSet":
         return {
             "replicatedJobsStatus": [
@@ -256,6 +300,9 @@ def _running_status(kind_name: str, obj: Obj, active: Mapping[str, int]) -> Obj:
 
 
 def _stopped_status(kind_name: str, obj: Obj) -> Obj:
+    if kind_name == "TrainJob":
+        jobs = [j["name"] for j in (obj.get("status") or {}).get("jobsStatus") or []]
+        return {"conditions": [_condition("Suspended")], "jobsStatus": [_jobs_status(n, 0, 1) for n in jobs]}
     if kind_name == "JobSet":
         jobs = [j["name"] for j in obj["spec"]["replicatedJobs"]]
         return {
@@ -273,6 +320,8 @@ def _stopped_status(kind_name: str, obj: Obj) -> Obj:
 
 
 def _succeeded_status(kind_name: str, obj: Obj) -> Obj:
+    if kind_name == "TrainJob":
+        return {"conditions": [_condition("Complete")]}
     if kind_name == "JobSet":
         return {"conditions": [_condition("Completed")]}
     if kind_name == "RayJob":
