@@ -13,7 +13,7 @@ from admission.workload import PodSet, Workload
 from clusters.sim.cluster import DEFAULT_HOOK_DELAY_MS, SimJob, Simulation, SimulationStats
 from queues.journal import Journal
 from quota.config import QuotaConfig, Team
-from sim.traces import TraceJob
+from sim.traces import DEFAULT_KIND, TraceJob
 
 GPU = "nvidia.com/gpu"
 
@@ -41,10 +41,14 @@ class ReplayResult:
 def sim_jobs(
     config: QuotaConfig, trace: Sequence[TraceJob], hook_delay_ms: int | None = DEFAULT_HOOK_DELAY_MS
 ) -> list[SimJob]:
-    """One single-pod workload per trace job, asking only for resources its team's quota manages.
+    """One workload per trace job: a gang of `pods` identical pods (one pod set, admitted whole), each asking for its
+    share of the job's totals and only for resources its team's quota manages.
 
     A trace that asks for memory when the quota file only governs GPUs would otherwise never fit anywhere;
     resources nobody has quota for are not what a quota simulation is about.
+
+    A Job keeps the trace job's name; a job of any other kind is named `KIND/NAMESPACE/NAME`, as in a cluster, with
+    the namespace of its team's first queue (the team's name when it has none), so the ledger records its kind.
     """
     teams = {t.name: t for t in config.teams}
     classes = {p.name: p for p in config.priority_classes}
@@ -54,13 +58,14 @@ def sim_jobs(
     for job in trace:
         team = teams[job.team]
         klass = classes.get(job.priority_class or "") or default
-        requests = {_gpu_resource(team): job.gpus * 1000, "cpu": job.cpu_milli, "memory": job.memory_milli}
+        gpu, cpu, memory = job.pod_requests()
+        requests = {_gpu_resource(team): gpu, "cpu": cpu, "memory": memory}
         requests = {r: q for r, q in requests.items() if q > 0 and r in covered[job.team]}
         workload = Workload(
-            name=job.name,
+            name=workload_name(job, team),
             team=job.team,
             priority=klass.value if klass else 0,
-            pod_sets=(PodSet("main", 1, requests),),
+            pod_sets=(PodSet("main", job.pods, requests),),
             created_at=job.submit_ms,
             queue=team.queues[0] if team.queues else None,
             priority_class=klass.name if klass else None,
@@ -70,6 +75,14 @@ def sim_jobs(
         delay = hook_delay_ms if job.checkpoint_interval_ms else None
         out.append(SimJob(workload, job.submit_ms, job.duration_ms, job.checkpoint_interval_ms, delay))
     return out
+
+
+def workload_name(job: TraceJob, team: Team) -> str:
+    """The trace job's name for a Job (as before kinds existed); `KIND/NAMESPACE/NAME` for any other kind."""
+    if job.kind == DEFAULT_KIND:
+        return job.name
+    namespace = team.queues[0].partition("/")[0] if team.queues else team.name
+    return f"{job.kind}/{namespace}/{job.name}"
 
 
 def _gpu_resource(team: Team) -> str:
