@@ -1,6 +1,7 @@
 """`kuota simulate` on a trace whose rows name kinds and gangs, written to a ledger on both databases: each gang is
 admitted whole or not at all (also when only part of it would fit, after a checkpointed preemption), a job of any
-kind but Job is named `KIND/NAMESPACE/NAME` in the ledger, and the summary and report break the run down by kind."""
+kind but Job is named `KIND/NAMESPACE/NAME` in the ledger, and the summary, the report and `kuota usage --by kind`
+break the run down by kind."""
 
 from __future__ import annotations
 
@@ -18,11 +19,13 @@ from accounting import create_engine, repository
 from accounting.models import Workload
 from accounting.records import PreemptionRecord, UsageIntervalRecord, WorkloadDetail
 from kuota.commands import simulate as simulate_command
+from kuota.commands import usage as usage_command
 from tests.accounting.builders import GPU
 from tests.accounting.conftest import run_in_thread
 
 app = typer.Typer()
 simulate_command.register(app)
+usage_command.register(app)
 runner = CliRunner()
 
 #: Virtual time 0 of `kuota simulate` in the ledger.
@@ -73,7 +76,7 @@ def simulated(ledger_url: str, tmp_path: Path) -> tuple[str, dict[str, Any], str
     result = runner.invoke(
         app,
         [
-            "--config", str(tmp_path / "quota.yaml"), "--trace", str(tmp_path / "trace.csv"),
+            "simulate", "--config", str(tmp_path / "quota.yaml"), "--trace", str(tmp_path / "trace.csv"),
             "--json", "--report", str(tmp_path / "report"), "--database-url", ledger_url,
         ],
     )  # fmt: skip
@@ -172,3 +175,23 @@ def _figures(jobs: int, pods: int, gpu_hours: float, mean_wait_s: float) -> dict
         "mean_wait_s": mean_wait_s,
         "lost_gpu_seconds": 0.0,
     }
+
+
+def test_usage_by_kind_over_the_simulated_ledger(simulated: tuple[str, dict[str, Any], str]) -> None:
+    url, _, _ = simulated
+    result = runner.invoke(
+        app,
+        ["usage", "--from", "2021-03-04", "--to", "2021-03-05", "--by", "kind", "--resource", GPU, "-o", "json",
+         "--database-url", url],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    # GPU milli-units × seconds: 6 GPUs × 600 s; 8 × (110 s before the preemption + 1090 s after); 4 × 300; 2 × 100.
+    assert [(row["kind"], row["milli_seconds"]) for row in json.loads(result.stdout)] == [
+        ("Job", "3600000"),
+        ("JobSet", "9600000"),
+        ("PyTorchJob", "1200000"),
+        ("RayJob", "200000"),
+    ]
+    table = runner.invoke(app, ["usage", "--from", "2021-03-04", "--to", "2021-03-05", "--by", "kind",
+                                "--database-url", url])  # fmt: skip
+    assert table.exit_code == 0 and "KIND" in table.stdout and "PyTorchJob" in table.stdout
