@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from quota.config import QuotaConfig
 from quota.loader import load_config_file, load_config_text
-from sim.replay import sim_jobs
+from sim.replay import replay, sim_jobs
 from sim.traces import (
     Assign,
     TraceError,
@@ -585,6 +585,18 @@ def test_sample_slice_reads_and_overloads_the_sample_org() -> None:
     assert peak > quota
     mapping = load_mapping(SAMPLES / "itp-slice.mapping.yaml")
     assert mapping.team is not None and mapping.team.map is not None and len(mapping.team.map) == 10
+
+
+def test_sample_kinds_trace_is_a_day_of_gangs_for_the_sample_org() -> None:
+    config = load_config_file(SAMPLES / "org-quota.yaml")
+    jobs = read_trace(SAMPLES / "kinds-day.csv", "csv", TraceMapping(), config)
+    assert {job.team for job in jobs} == {team.name for team in config.teams}
+    assert {job.kind for job in jobs} >= {"Job", "JobSet", "PyTorchJob", "RayJob", "MPIJob", "JAXJob", "TFJob"}
+    assert max(job.submit_ms for job in jobs) < 86_400_000 and max(job.pods for job in jobs) == 64
+    summary = replay(config, jobs).summary()
+    assert summary["finished"] == len(jobs)
+    kinds = summary["kinds"]
+    assert isinstance(kinds, dict) and kinds["JobSet"]["preemptions"] == 1  # the borrowing pretraining gang, reclaimed
 
 
 def test_sample_slice_is_what_the_script_makes() -> None:
