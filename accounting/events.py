@@ -24,6 +24,13 @@ from typing import ClassVar, TypeAlias
 WorkloadId: TypeAlias = str
 """Stable workload identity: ``"KIND/NAMESPACE/NAME"`` (e.g. ``"JobSet/nlp/pretrain"``); never reused."""
 
+
+def workload_kind(workload_id: WorkloadId) -> str:
+    """The kind an identity names: its first part of `KIND/NAMESPACE/NAME`; identities of the older
+    `NAMESPACE/NAME` form (and the bare names of simulated Jobs) are Jobs."""
+    return workload_id.split("/", 1)[0] if workload_id.count("/") >= 2 else "Job"
+
+
 FlavorResource: TypeAlias = tuple[str, str]
 """``(flavor, resource)``, e.g. ``("h100", "nvidia.com/gpu")``."""
 

@@ -32,6 +32,7 @@ from accounting.events import (
     Requeued,
     Suspended,
     WorkloadSeen,
+    workload_kind,
 )
 
 Row = dict[str, Any]
@@ -149,9 +150,7 @@ def _add(plan: WritePlan, event: LedgerEvent) -> None:
             plan.workloads.append(
                 {
                     "id": event.workload_id,
-                    # The identity's kind (`KIND/NAMESPACE/NAME`); identities of the older `NAMESPACE/NAME` form
-                    # were Jobs.
-                    "kind": event.workload_id.split("/", 1)[0] if event.workload_id.count("/") >= 2 else "Job",
+                    "kind": workload_kind(event.workload_id),
                     "name": event.name,
                     "namespace": event.namespace,
                     "team": event.team,

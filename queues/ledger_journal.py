@@ -32,7 +32,11 @@ class LedgerJournal:
         return datetime.fromtimestamp((self.epoch_ms + ms) / 1000, UTC)
 
     def workload_seen(self, workload: Workload, at: int) -> None:
-        namespace, _, name = workload.name.rpartition("/")
+        # `KIND/NAMESPACE/NAME`, or the older `NAMESPACE/NAME` of a Job (a simulated Job may have a bare name).
+        if workload.name.count("/") >= 2:
+            _, namespace, name = workload.name.split("/", 2)
+        else:
+            namespace, _, name = workload.name.rpartition("/")
         self.ledger.record(
             ev.WorkloadSeen(
                 workload_id=workload.name,
