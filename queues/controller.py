@@ -73,7 +73,7 @@ class Controller:
         self.manager = QueueManager(config, park_equivalent=True)
         self.cluster = cluster
         self.timers = timers
-        self.journal: Journal = journal if journal is not None else NullJournal()  # type: ignore[assignment]
+        self.journal: Journal = journal if journal is not None else NullJournal()
         self.credits = CreditBook(config)
         self.tracking: dict[str, Tracking] = {}
         self.backoff_base_ms = backoff_base_ms

@@ -32,6 +32,7 @@ from clusters.kube.leader import LeaseElector
 from clusters.kube.term import LeaderTerm
 from kuota.components import StartError
 from kuota.runtime import Runtime
+from queues.journal import Journal
 from queues.loop import wall_clock_ms
 from queues.manager import ReloadRejected
 from quota.loader import ConfigError
@@ -339,7 +340,7 @@ def make_controller_component(options: ControllerOptions, runtime: Runtime) -> C
     return ControllerComponent(options, runtime)
 
 
-def _metrics() -> list[object]:
+def _metrics() -> list[Journal]:
     """The Prometheus journal when the admin package is present (it serves /metrics)."""
     try:
         from admin.metrics import metrics_journal
