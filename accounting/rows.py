@@ -33,13 +33,18 @@ from accounting.events import (
     Suspended,
     WorkloadSeen,
 )
+from quota.pod_set import PodSet
 
 Row = dict[str, Any]
 
 _FLAVOR_RESOURCE_FIELDS = frozenset({"usage", "borrowed"})
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
+_FIELDS: dict[type, tuple[str, ...]] = {
+    # A pod set as submitted; its node selector only rules flavors in or out for the engine, and the ledger has
+    # never stored it.
+    PodSet: ("name", "count", "requests", "min_count"),
+}
 
 
 def _dataclass_fields(value: Any) -> dict[str, Any]:

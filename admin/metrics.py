@@ -18,8 +18,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from admin.ports import RuntimePort
-from admission.workload import FlavorResource, PreemptionReason, Workload
+from admission.workload import FlavorResource, Workload
 from queues.read_model import ControllerReader, QueueManagerReader
+from quota.preemption import PreemptionReason
 from quota.tree import QuotaTree
 
 REGISTRY = CollectorRegistry(auto_describe=True)

@@ -16,7 +16,8 @@ from typing import Any, Protocol
 import structlog
 from typing_extensions import override
 
-from admission.workload import FlavorResource, PreemptionReason, Workload
+from admission.workload import FlavorResource, Workload
+from quota.preemption import PreemptionReason
 
 log = structlog.get_logger("kuota.controller")
 

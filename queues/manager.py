@@ -14,9 +14,10 @@ from fractions import Fraction
 from admission.cycle import CycleResult, Verdict, run_cycle
 from admission.running import RunningWorkloads
 from admission.snapshot import Snapshot
-from admission.workload import Admission, FlavorResource, PreemptionReason, Workload
+from admission.workload import Admission, FlavorResource, Workload
 from queues.pending import TeamQueue
 from quota.config import QueueingStrategy, QuotaConfig
+from quota.preemption import PreemptionReason
 from quota.tree import QuotaTree
 
 

@@ -9,10 +9,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from admission.workload import PodSet, Workload
+from admission.workload import Workload
 from clusters.sim.cluster import DEFAULT_HOOK_DELAY_MS, SimJob, Simulation, SimulationStats
 from queues.journal import Journal
 from quota.config import QuotaConfig, Team
+from quota.pod_set import PodSet
 from sim.traces import TraceJob
 
 GPU = "nvidia.com/gpu"

@@ -17,8 +17,9 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from admission.labels import QUEUE_LABEL
-from admission.workload import PodSet, Workload
+from admission.workload import Workload
 from quota.config import PriorityClass, QuotaConfig
+from quota.pod_set import PodSet
 from quota.quantity import format_resource, too_large
 from workloads.kind import JobKind, PodTemplate, dotted
 from workloads.problems import JobError, JobProblem, JobProblemKind, not_a

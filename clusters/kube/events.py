@@ -16,8 +16,9 @@ from datetime import UTC, datetime
 
 import structlog
 
-from admission.workload import FlavorResource, PreemptionReason, Workload
+from admission.workload import FlavorResource, Workload
 from clusters.kube.api import KubeApi, TokenBucket
+from quota.preemption import PreemptionReason
 from workloads.reading import split_key
 from workloads.registry import REGISTRY
 

@@ -12,12 +12,13 @@ import itertools
 import random
 from collections.abc import Mapping
 
-from admission.workload import PodSet, Workload
+from admission.workload import Workload
 from kuota.runtime import Runtime
 from queues.controller import BACKOFF_BASE_MS, Controller
 from queues.journal import Journals, LogJournal
 from queues.ledger_journal import LedgerJournal
 from queues.loop import ControllerLoop, LoopTimers, wall_clock_ms
+from quota.pod_set import PodSet
 
 SUBMIT_EVERY_S = 5.0
 RUNTIME_S = (10.0, 60.0)

@@ -20,15 +20,15 @@ from accounting.events import (
     FlavorResource,
     Held,
     LedgerEvent,
-    PodSet,
     PodSetAssignment,
     PreemptionIssued,
-    PreemptionReason,
     Released,
     Requeued,
     Suspended,
     WorkloadSeen,
 )
+from quota.pod_set import PodSet
+from quota.preemption import PreemptionReason
 
 T0 = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 GPU = GPU_RESOURCE

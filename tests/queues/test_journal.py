@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from admission.workload import PodSet, Workload
+from admission.workload import Workload
 from queues.journal import Journal, Journals, LogJournal, NullJournal, RecordingJournal
+from quota.pod_set import PodSet
 
 WORKLOAD = Workload("ns/a", "nlp", 0, (PodSet("main", 1, {"cpu": 1000}),))
 STEPS: list[tuple[str, tuple[object, ...]]] = [
