@@ -23,12 +23,10 @@ from typing import ClassVar, TypeAlias
 
 from quota.pod_set import PodSet
 from quota.preemption import PreemptionReason
+from quota.tree import FlavorResource
 
 WorkloadId: TypeAlias = str
 """Stable workload identity: ``"KIND/NAMESPACE/NAME"`` (e.g. ``"JobSet/nlp/pretrain"``); never reused."""
-
-FlavorResource: TypeAlias = tuple[str, str]
-"""``(flavor, resource)``, e.g. ``("h100", "nvidia.com/gpu")``."""
 
 JsonValue: TypeAlias = bool | int | float | str | Sequence["JsonValue"] | Mapping[str, "JsonValue"] | None
 

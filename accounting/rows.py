@@ -23,7 +23,6 @@ from accounting.events import (
     ConfigApplied,
     Evicted,
     Finished,
-    FlavorResource,
     Held,
     IntervalsClosedOnRecovery,
     LedgerEvent,
@@ -34,6 +33,7 @@ from accounting.events import (
     WorkloadSeen,
 )
 from quota.pod_set import PodSet
+from quota.tree import FlavorResource
 
 Row = dict[str, Any]
 

@@ -18,10 +18,10 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from admin.ports import RuntimePort
-from admission.workload import FlavorResource, Workload
+from admission.workload import Workload
 from queues.read_model import ControllerReader, QueueManagerReader
 from quota.preemption import PreemptionReason
-from quota.tree import QuotaTree
+from quota.tree import FlavorResource, QuotaTree
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)

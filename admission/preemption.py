@@ -23,7 +23,7 @@ from itertools import chain, repeat
 
 from admission.running import CandidateKey, candidate_sort_key
 from admission.snapshot import Snapshot
-from admission.workload import FlavorResource, Workload
+from admission.workload import Workload
 from quota.config import (
     BorrowPolicy,
     PreemptionStrategy,
@@ -31,7 +31,7 @@ from quota.config import (
     WithinTeamPolicy,
 )
 from quota.preemption import PreemptionReason
-from quota.tree import DominantShare, Node
+from quota.tree import DominantShare, FlavorResource, Node
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from quota.pod_set import PodSet
-
-FlavorResource = tuple[str, str]
-"""(flavor, resource), the unit quota is kept in."""
+from quota.tree import FlavorResource
 
 
 @dataclass(frozen=True, slots=True)

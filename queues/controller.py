@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from admission.cycle import CycleResult, Verdict
-from admission.workload import FlavorResource, Workload
+from admission.workload import Workload
 from queues.cluster import Cluster, Timers
 from queues.journal import Journal, NullJournal
 from queues.manager import QueueManager, State
 from quota.config import DEFAULT_CHECKPOINT_TIMEOUT_MS, QuotaConfig
 from quota.credits import CreditBook
 from quota.preemption import PreemptionReason
+from quota.tree import FlavorResource
 
 CREDIT_REFRESH_MS = 300_000
 _DEADLINE = 0

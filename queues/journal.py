@@ -16,8 +16,9 @@ from typing import Any, Protocol
 import structlog
 from typing_extensions import override
 
-from admission.workload import FlavorResource, Workload
+from admission.workload import Workload
 from quota.preemption import PreemptionReason
+from quota.tree import FlavorResource
 
 log = structlog.get_logger("kuota.controller")
 

@@ -12,8 +12,9 @@ from datetime import UTC, datetime
 
 from accounting import events as ev
 from accounting.ledger import Ledger
-from admission.workload import FlavorResource, Workload
+from admission.workload import Workload
 from quota.preemption import PreemptionReason
+from quota.tree import FlavorResource
 
 
 def _reason(reason: PreemptionReason | str) -> PreemptionReason:

@@ -14,11 +14,11 @@ from fractions import Fraction
 from admission.cycle import CycleResult, Verdict, run_cycle
 from admission.running import RunningWorkloads
 from admission.snapshot import Snapshot
-from admission.workload import Admission, FlavorResource, Workload
+from admission.workload import Admission, Workload
 from queues.pending import TeamQueue
 from quota.config import QueueingStrategy, QuotaConfig
 from quota.preemption import PreemptionReason
-from quota.tree import QuotaTree
+from quota.tree import FlavorResource, QuotaTree
 
 
 class State(StrEnum):

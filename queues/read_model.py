@@ -13,11 +13,11 @@ from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Protocol
 
-from admission.workload import FlavorResource, Workload
+from admission.workload import Workload
 from queues.manager import State
 from quota.config import QueueingStrategy
 from quota.credits import TeamCredit
-from quota.tree import QuotaTree
+from quota.tree import FlavorResource, QuotaTree
 
 
 class TeamQueueReader(Protocol):

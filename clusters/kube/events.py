@@ -16,9 +16,10 @@ from datetime import UTC, datetime
 
 import structlog
 
-from admission.workload import FlavorResource, Workload
+from admission.workload import Workload
 from clusters.kube.api import KubeApi, TokenBucket
 from quota.preemption import PreemptionReason
+from quota.tree import FlavorResource
 from workloads.reading import split_key
 from workloads.registry import REGISTRY
 

@@ -17,7 +17,6 @@ from accounting.events import (
     ConfigApplied,
     Evicted,
     Finished,
-    FlavorResource,
     Held,
     LedgerEvent,
     PodSetAssignment,
@@ -29,6 +28,7 @@ from accounting.events import (
 )
 from quota.pod_set import PodSet
 from quota.preemption import PreemptionReason
+from quota.tree import FlavorResource
 
 T0 = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 GPU = GPU_RESOURCE
