@@ -36,7 +36,7 @@ from admission.labels import (
 )
 from admission.workload import Admission, Workload
 from clusters.kube.admitted import decode_admission, encode_admission, flavor_labels, placements
-from clusters.kube.api import KubeApi, status_of
+from clusters.kube.api import KubeApi, NotFound, status_of
 from clusters.kube.events import rfc3339
 from clusters.kube.watch import Reflector
 from queues.controller import Controller
@@ -348,12 +348,9 @@ class KubeCluster:
         try:
             await self.api.patch_object(kind, namespace, name, patch)
             self.patches += 1
-        except Exception as exc:
-            if status_of(exc) == 404:
-                log.info("job_gone_before_patch", job=key)
-                self._deleted(key)
-                return
-            raise
+        except NotFound:
+            log.info("job_gone_before_patch", job=key)
+            self._deleted(key)
 
     async def _admit(self, key: str, patch: Callable[[Obj | None], JSONPatch]) -> None:
         """The run patch; when the API server refuses it for good (the client has retried what can be retried),

@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from clusters.kube.api import KubeApi, status_of
+from clusters.kube.api import Conflict, KubeApi, NotFound
 
 log = structlog.get_logger("kuota.leader")
 
@@ -120,17 +120,9 @@ class LeaseElector:
 
     async def _get(self) -> Obj | None:
         try:
-            return await self.api.call(
-                "get lease",
-                lambda: self.api._json(
-                    self.api.coordination.read_namespaced_lease(self.name, self.namespace, _preload_content=False)
-                ),
-                attempts=2,
-            )
-        except Exception as exc:
-            if status_of(exc) == 404:
-                return None
-            raise
+            return await self.api.get_lease(self.namespace, self.name)
+        except NotFound:
+            return None
 
     async def _try_acquire_or_renew(self) -> bool:
         now = datetime.now(UTC)
@@ -143,13 +135,9 @@ class LeaseElector:
                 "spec": self._spec(now, 0, None),
             }
             try:
-                await self.api._json(
-                    self.api.coordination.create_namespaced_lease(self.namespace, body, _preload_content=False)
-                )
-            except Exception as exc:
-                if status_of(exc) == 409:
-                    return False
-                raise
+                await self.api.create_lease(self.namespace, body)
+            except Conflict:  # another candidate created it first
+                return False
             return True
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
@@ -164,13 +152,9 @@ class LeaseElector:
         acquire = spec.get("acquireTime") if holder == self.identity else None
         lease["spec"] = self._spec(now, transitions, acquire)
         try:
-            await self.api._json(
-                self.api.coordination.replace_namespaced_lease(self.name, self.namespace, lease, _preload_content=False)
-            )
-        except Exception as exc:
-            if status_of(exc) == 409:
-                return False
-            raise
+            await self.api.replace_lease(self.namespace, self.name, lease)
+        except Conflict:  # written by another candidate since we read it
+            return False
         return True
 
     async def _release(self) -> None:
@@ -184,7 +168,5 @@ class LeaseElector:
             "leaseDurationSeconds": 1,
             "renewTime": _micro_time(now),
         }
-        await self.api._json(
-            self.api.coordination.replace_namespaced_lease(self.name, self.namespace, lease, _preload_content=False)
-        )
+        await self.api.replace_lease(self.namespace, self.name, lease)
         log.info("lease_released", lease=self.name, identity=self.identity)

@@ -26,7 +26,7 @@ from kubernetes_asyncio import config as kube_config
 from accounting.database import DatabaseURLError, resolve_database_url
 from accounting.ledger import Ledger
 from accounting.migrate import upgrade_async
-from clusters.kube.api import KubeApi, status_of
+from clusters.kube.api import KubeApi, NotFound
 from clusters.kube.events import EventRecorder
 from clusters.kube.leader import LeaseElector
 from clusters.kube.term import LeaderTerm
@@ -283,16 +283,11 @@ class ControllerComponent:
         assert self.api is not None and self.config_map is not None
         ref = self.config_map
         try:
-            body = await self.api.call(
-                "get configmap",
-                lambda: self.api._json(  # type: ignore[union-attr]
-                    self.api.core.read_namespaced_config_map(ref.name, ref.namespace, _preload_content=False)  # type: ignore[union-attr]
-                ),
-            )
+            body = await self.api.get_config_map(ref.namespace, ref.name)
         except Exception as exc:
             if initial:
                 raise StartError(f"cannot read ConfigMap {ref.namespace}/{ref.name}: {exc}") from None
-            if status_of(exc) != 404:
+            if not isinstance(exc, NotFound):  # deleted: keep the quota file in force, quietly
                 log.warning("config_map_unreadable", error=str(exc)[:200])
             return None
         data = body.get("data") or {}
