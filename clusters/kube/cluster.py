@@ -41,6 +41,7 @@ from clusters.kube.events import rfc3339
 from clusters.kube.watch import Reflector
 from queues.controller import Controller
 from queues.loop import ControllerLoop, wall_clock_ms
+from queues.tasks import BackgroundTasks
 from quota.config import QuotaConfig
 from workloads.kind import JobKind, JSONPatch, parse_time, pointer
 from workloads.reading import convert, split_key, workload_key
@@ -116,7 +117,8 @@ class KubeCluster:
         """When the ledger says a running Job was admitted (for rebuilt admissions)."""
         self.unreadable: dict[str, str] = {}
         self.patches = 0
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._calls = BackgroundTasks("kube cluster calls")
+        """The API calls the controller's commands made, each a task so that every command returns at once."""
         self.reflectors = {
             kind.kind: Reflector(
                 api,
@@ -126,7 +128,7 @@ class KubeCluster:
             )
             for kind in self.kinds
         }
-        self._watch_tasks: list[asyncio.Task[None]] = []
+        self._watches = BackgroundTasks("kube watches")
 
     # -- life ---------------------------------------------------------------------------------------------------
 
@@ -135,29 +137,21 @@ class KubeCluster:
         self.loop = loop
 
     def start_watching(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._watch_tasks = [
-            loop.create_task(reflector.run(), name=f"kuota-watch-{name}") for name, reflector in self.reflectors.items()
-        ]
+        for name, reflector in self.reflectors.items():
+            self._watches.start(reflector.run(), f"kuota-watch-{name}")
 
     async def stop(self) -> None:
-        tasks = [*self._watch_tasks, *self._tasks]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(self._watches.close(), self._calls.close())
         if self._http is not None:
             await self._http.close()
             self._http = None
 
     async def settle(self, timeout_s: float = 5.0) -> None:
         """Wait for the API calls in flight (tests, shutdown)."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout_s)
+        await self._calls.wait(timeout_s)
 
     def _spawn(self, coro: Coroutine[Any, Any, None], what: str) -> None:
-        task = asyncio.get_running_loop().create_task(self._guard(coro, what))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._calls.start(self._guard(coro, what), what)
 
     async def _guard(self, coro: Coroutine[Any, Any, None], what: str) -> None:
         try:

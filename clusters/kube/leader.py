@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from clusters.kube.api import Conflict, KubeApi, NotFound
+from queues.tasks import BackgroundTasks
 
 log = structlog.get_logger("kuota.leader")
 
@@ -61,7 +62,8 @@ class LeaseElector:
         self._last_renew = 0.0
         self._stopping = False
         self._wake = asyncio.Event()
-        self._transition: asyncio.Task[None] | None = None
+        self._transition = BackgroundTasks("leader election")
+        """At most one start or stop of the leader's work at a time."""
 
     async def run(self) -> None:
         while not self._stopping:
@@ -78,27 +80,25 @@ class LeaseElector:
                 if not self.leader:
                     self.leader = True
                     log.info("leader_elected", lease=self.name, identity=self.identity)
-                    await self._switch(self.on_started)
+                    await self._switch(self.on_started, "kuota-leading")
             elif self.leader and now - self._last_renew > self.renew_deadline_s:
                 self.leader = False
                 log.warning("leader_lost", lease=self.name, identity=self.identity)
-                await self._switch(self.on_stopped)
+                await self._switch(self.on_stopped, "kuota-following")
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.retry_period_s)
 
-    async def _switch(self, callback: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    async def _switch(self, callback: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
         # Starting (listing Jobs, reading the ledger) may take a while: the Lease must keep being renewed.
-        if self._transition is not None and not self._transition.done():
-            await self._transition
-        self._transition = asyncio.get_running_loop().create_task(callback())
+        await self._transition.wait()
+        self._transition.start(callback(), name)
 
     async def stop(self) -> None:
         """Step down: stop deciding, then release the Lease so another replica takes over at once."""
         self._stopping = True
         self._wake.set()
-        if self._transition is not None and not self._transition.done():
-            await asyncio.gather(self._transition, return_exceptions=True)
+        await self._transition.wait()
         if self.leader:
             self.leader = False
             await self.on_stopped()

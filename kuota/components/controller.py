@@ -35,6 +35,7 @@ from kuota.runtime import Runtime
 from queues.journal import Journal
 from queues.loop import wall_clock_ms
 from queues.manager import ReloadRejected
+from queues.tasks import BackgroundTasks
 from quota.loader import ConfigError
 from webhooks.files import file_signature
 
@@ -98,7 +99,7 @@ class ControllerComponent:
         self.elector: LeaseElector | None = None
         self.term: LeaderTerm | None = None
         self.sim: object | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks = BackgroundTasks("controller component")
         self._leading = asyncio.Lock()
 
     # -- life ---------------------------------------------------------------------------------------------------
@@ -118,9 +119,9 @@ class ControllerComponent:
         self.api = KubeApi(self.api_client, qps=self.options.kube_qps, burst=self.options.kube_burst)
         if self.config_map is not None:
             await self._load_config_map(initial=True)
-            self._spawn(self._watch_config_map(), "kuota-config-map")
+            self._tasks.start(self._watch_config_map(), "kuota-config-map")
         elif self.options.config is not None:
-            self._spawn(self._watch_config_file(self.options.config), "kuota-config-file")
+            self._tasks.start(self._watch_config_file(self.options.config), "kuota-config-file")
         duration = self.options.lease_duration
         self.elector = LeaseElector(
             self.api,
@@ -133,7 +134,7 @@ class ControllerComponent:
             on_started=self._lead,
             on_stopped=self._follow,
         )
-        self._spawn(self.elector.run(), "kuota-lease")
+        self._tasks.start(self.elector.run(), "kuota-lease")
         log.info(
             "controller_started",
             identity=self.identity,
@@ -145,9 +146,7 @@ class ControllerComponent:
             await self.elector.stop()  # stops the loop first, then releases the Lease
         if self.sim is not None:
             await self._follow()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.close()
         if self.ledger is not None:
             await self.ledger.close()
         if self.api_client is not None:
@@ -156,18 +155,13 @@ class ControllerComponent:
 
     async def kill(self) -> None:
         """Stop abruptly, as a crashed process would: no release, no flush (tests of fail-over)."""
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.close()
         if self.term is not None:
             term, self.term = self.term, None
             await term.stop()
         self.runtime.leader = False
         if self.api_client is not None:
             await self.api_client.close()
-
-    def _spawn(self, coro: object, name: str) -> None:
-        self._tasks.append(asyncio.get_running_loop().create_task(coro, name=name))  # type: ignore[arg-type]
 
     async def _api_client(self) -> client.ApiClient:
         configuration = client.Configuration()
@@ -225,7 +219,7 @@ class ControllerComponent:
         if self.runtime.on_fatal is not None:
             self.runtime.on_fatal(f"the scheduling loop gave up: {reason}")
         elif self.elector is not None:  # not under `kuota serve` (tests): at least let another replica lead
-            self._spawn(self.elector.stop(), "kuota-give-up")
+            self._tasks.start(self.elector.stop(), "kuota-give-up")
 
     async def _follow(self) -> None:
         async with self._leading:
