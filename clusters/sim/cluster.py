@@ -128,7 +128,7 @@ class Simulation:
         self.now = 0
         self.jobs = {job.workload.name: job for job in jobs}
         self.acked_at: dict[str, int] = {}
-        self._heap: list[tuple[int, int, int, str, int]] = []
+        self._heap: list[tuple[int, Kind, int, str, int]] = []
         self._seq = itertools.count()
         self.cluster = SimulatedCluster(self)
         self.stats = SimulationStats(config)
@@ -138,7 +138,7 @@ class Simulation:
             self.cluster,
             _Timers(self),
             journals,
-            backoff_base_ms=backoff_base_ms,  # type: ignore[arg-type]
+            backoff_base_ms=backoff_base_ms,
         )
         self.stats.bind(self)
         self.on_progress = on_progress
