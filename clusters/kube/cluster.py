@@ -119,18 +119,21 @@ class KubeCluster:
         self.patches = 0
         self._calls = BackgroundTasks("kube cluster calls")
         """The API calls the controller's commands made, each a task so that every command returns at once."""
-        self.reflectors = {
-            kind.kind: Reflector(
-                api,
-                kind,
-                lambda items, kind=kind: self.on_list(kind, items),  # type: ignore[misc]
-                lambda event, obj, kind=kind: self.on_event(kind, event, obj),  # type: ignore[misc]
-            )
-            for kind in self.kinds
-        }
+        self.reflectors = {kind.kind: self._reflector(kind) for kind in self.kinds}
         self._watches = BackgroundTasks("kube watches")
 
     # -- life ---------------------------------------------------------------------------------------------------
+
+    def _reflector(self, kind: JobKind) -> Reflector:
+        """The list+watch of one kind, reporting to on_list and on_event with the kind."""
+
+        def listed(items: list[Obj]) -> None:
+            self.on_list(kind, items)
+
+        def changed(event: str, obj: Obj) -> None:
+            self.on_event(kind, event, obj)
+
+        return Reflector(self.api, kind, listed, changed)
 
     def attach(self, controller: Controller, loop: ControllerLoop | None) -> None:
         self.controller = controller
