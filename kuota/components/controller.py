@@ -17,7 +17,7 @@ import secrets
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 from kubernetes_asyncio import client
@@ -39,6 +39,9 @@ from queues.tasks import BackgroundTasks
 from quota.loader import ConfigError
 from webhooks.files import file_signature
 
+if TYPE_CHECKING:  # at run time imported only where `--cluster sim` uses it (_start_sim)
+    from kuota.components.sim import RealTimeSimulation
+
 log = structlog.get_logger("kuota.controller")
 
 CONFIG_POLL_S = 2.0
@@ -46,17 +49,40 @@ CONFIG_MAP_KEYS = ("quota.yaml", "config.yaml")
 
 
 class ControllerOptions(Protocol):
-    config: Path | None
-    cluster: str
-    kubeconfig: Path | None
-    database_url: str | None
-    lease_name: str
-    lease_namespace: str
-    lease_duration: int
-    config_map: str | None
-    kube_qps: float
-    kube_burst: int
-    requeue_backoff_ms: int
+    """The options of `kuota serve` the controller component reads (read-only: serve's are frozen)."""
+
+    @property
+    def config(self) -> Path | None: ...
+
+    @property
+    def cluster(self) -> str: ...
+
+    @property
+    def kubeconfig(self) -> Path | None: ...
+
+    @property
+    def database_url(self) -> str | None: ...
+
+    @property
+    def lease_name(self) -> str: ...
+
+    @property
+    def lease_namespace(self) -> str: ...
+
+    @property
+    def lease_duration(self) -> int: ...
+
+    @property
+    def config_map(self) -> str | None: ...
+
+    @property
+    def kube_qps(self) -> float: ...
+
+    @property
+    def kube_burst(self) -> int: ...
+
+    @property
+    def requeue_backoff_ms(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -98,7 +124,7 @@ class ControllerComponent:
         self.api: KubeApi | None = None
         self.elector: LeaseElector | None = None
         self.term: LeaderTerm | None = None
-        self.sim: object | None = None
+        self.sim: RealTimeSimulation | None = None
         self._tasks = BackgroundTasks("controller component")
         self._leading = asyncio.Lock()
 
@@ -230,9 +256,7 @@ class ControllerComponent:
             if term is not None:
                 await term.stop()
             if self.sim is not None:
-                stop = getattr(self.sim, "stop", None)
-                if stop is not None:
-                    await stop()
+                await self.sim.stop()
                 self.sim = None
             self.runtime.controller, self.runtime.loop = None, None
 

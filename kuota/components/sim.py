@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from admission.workload import Workload
 from kuota.runtime import Runtime
@@ -33,11 +33,11 @@ class RealTimeSimCluster:
         self.runtimes: dict[str, float] = {}
         self._handles: dict[str, asyncio.TimerHandle] = {}
 
-    def _later(self, key: str, delay_s: float, fn: object) -> None:
+    def _later(self, key: str, delay_s: float, fn: Callable[[], None]) -> None:
         old = self._handles.pop(key, None)
         if old is not None:
             old.cancel()
-        self._handles[key] = asyncio.get_running_loop().call_later(delay_s, fn)  # type: ignore[arg-type]
+        self._handles[key] = asyncio.get_running_loop().call_later(delay_s, fn)
 
     def _tell(self, name: str, what: str) -> None:
         controller = self.controller
