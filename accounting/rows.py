@@ -23,7 +23,6 @@ from accounting.events import (
     ConfigApplied,
     Evicted,
     Finished,
-    FlavorResource,
     Held,
     IntervalsClosedOnRecovery,
     LedgerEvent,
@@ -34,13 +33,19 @@ from accounting.events import (
     WorkloadSeen,
     workload_kind,
 )
+from quota.pod_set import PodSet
+from quota.tree import FlavorResource
 
 Row = dict[str, Any]
 
 _FLAVOR_RESOURCE_FIELDS = frozenset({"usage", "borrowed"})
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
+_FIELDS: dict[type, tuple[str, ...]] = {
+    # A pod set as submitted; its node selector only rules flavors in or out for the engine, and the ledger has
+    # never stored it.
+    PodSet: ("name", "count", "requests", "min_count"),
+}
 
 
 def _dataclass_fields(value: Any) -> dict[str, Any]:

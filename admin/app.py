@@ -11,6 +11,7 @@ from admin.api import PRINCIPAL_KEY, RUNTIME_KEY, Route
 from admin.auth import TokenStore, TooManyAttempts
 from admin.metrics import REGISTRY, RuntimeCollector
 from admin.openapi import openapi_document
+from admin.ports import RuntimePort
 from admin.problems import Handler, problem_middleware, problem_response
 from admin.routes_health import OPENAPI_KEY, REGISTRY_KEY
 
@@ -25,7 +26,7 @@ def all_routes() -> list[Route]:
 
 
 def build_app(
-    runtime: object,
+    runtime: RuntimePort,
     tokens: TokenStore,
     registry: CollectorRegistry | None = None,
     *,

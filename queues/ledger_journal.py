@@ -12,14 +12,16 @@ from datetime import UTC, datetime
 
 from accounting import events as ev
 from accounting.ledger import Ledger
-from admission.workload import FlavorResource, PreemptionReason, Workload
+from admission.workload import Workload
+from quota.preemption import PreemptionReason
+from quota.tree import FlavorResource
 
 
-def _reason(reason: PreemptionReason | str) -> ev.PreemptionReason:
+def _reason(reason: PreemptionReason | str) -> PreemptionReason:
     try:
-        return ev.PreemptionReason(str(reason))
+        return PreemptionReason(str(reason))
     except ValueError:
-        return ev.PreemptionReason.MANUAL
+        return PreemptionReason.MANUAL
 
 
 class LedgerJournal:
@@ -46,10 +48,7 @@ class LedgerJournal:
                 queue=workload.queue or f"{workload.team}/default",
                 priority=workload.priority,
                 priority_class=workload.priority_class,
-                pod_sets=tuple(
-                    ev.PodSet(name=ps.name, count=ps.count, requests=dict(ps.requests), min_count=ps.min_count)
-                    for ps in workload.pod_sets
-                ),
+                pod_sets=workload.pod_sets,
                 created_at=self._at(workload.created_at),
             )
         )

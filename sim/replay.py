@@ -10,10 +10,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from accounting.events import workload_kind
-from admission.workload import FlavorResource, PodSet, Workload
+from admission.workload import Workload
 from clusters.sim.cluster import DEFAULT_HOOK_DELAY_MS, SimJob, Simulation, SimulationStats, TeamStats
 from queues.journal import Journal, Journals, NullJournal
 from quota.config import QuotaConfig, Team
+from quota.pod_set import PodSet
+from quota.tree import FlavorResource
 from sim.traces import DEFAULT_KIND, TraceJob
 
 GPU = "nvidia.com/gpu"

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from admission.labels import QUEUE_LABEL
-from admission.workload import PodSet, Workload
+from admission.workload import Workload
 from quota.config import PriorityClass, QuotaConfig
+from quota.pod_set import PodSet
 from quota.quantity import format_resource, too_large
 from workloads.kind import JobKind, PodTemplate, Resolve, dotted
 from workloads.problems import JobError, JobProblem, JobProblemKind, not_a
@@ -116,7 +117,8 @@ class Conversion(NamedTuple):
     names: RequestedNames = _NO_NAMES
 
 
-def _string_map(value: Any) -> bool:
+def _string_map(value: Any) -> TypeGuard[Mapping[Any, str]]:
+    """A map whose values are all strings (its keys came from JSON: strings too)."""
     if type(value) is not dict and not isinstance(value, Mapping):
         return False
     # A loop rather than all() over a generator: a third of the cost, for every label and annotation map.
@@ -133,7 +135,7 @@ def _string_map_part(value: Any, path: str, problems: list[JobProblem], noun: st
     if not _string_map(value):
         problems.append(not_a("a map of strings", path, noun))
         return mapping(value)
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def parts(obj: Any, noun: str = "batch/v1 Job") -> Parts:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from admission.workload import PodSet
 from quota.config import Flavor, QuotaConfig, Team
+from quota.pod_set import PodSet
 from workloads.kind import JobKind, Placement, PodTemplate, Resolve
 
 Obj = dict[str, Any]

@@ -1,7 +1,9 @@
 """The few Kubernetes API calls kuota makes, with client-side rate limiting and retries.
 
 Every call waits for a token (QPS/burst, like client-go's flowcontrol) so a burst of admissions cannot flood the
-API server, and retries 429, 5xx and broken connections with capped exponential backoff (honouring Retry-After).
+API server, and retries 429, 500, 502-504 and broken connections with capped exponential backoff (honouring
+Retry-After). Every other error status is raised as a typed KubeApiError (NotFound, Conflict, Gone, ...), so
+callers catch what they mean instead of comparing numbers.
 Objects of every kind are read and patched as plain JSON (`_preload_content=False`): the job framework's pure
 reading wants the API's own mappings, and skipping the model classes keeps big lists cheap.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 import aiohttp
@@ -31,7 +33,6 @@ T = TypeVar("T")
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
-RETRYABLE = frozenset({429, 500, 502, 503, 504})
 
 
 class Resource(Protocol):
@@ -81,7 +82,13 @@ class TokenBucket:
         await asyncio.sleep(-self.tokens / self.rate)
 
 
-class ApiStatusError(Exception):
+class KubeApiError(Exception):
+    """The API server (or a proxy in front of it) answered with an error status.
+
+    KubeApi raises one of the subclasses below wherever a status means something to kuota, so that callers say
+    `except NotFound:` rather than compare numbers; any other status is a KubeApiError itself.
+    """
+
     def __init__(self, status: int, body: str, retry_after: float | None = None) -> None:
         super().__init__(f"HTTP {status}: {body[:300]}")
         self.status = status
@@ -89,18 +96,65 @@ class ApiStatusError(Exception):
         self.retry_after = retry_after
 
 
-def status_of(exc: BaseException) -> int | None:
-    if isinstance(exc, ApiStatusError):
-        return exc.status
-    if isinstance(exc, ApiException):
-        return int(exc.status or 0)
-    return None
+class Forbidden(KubeApiError):
+    """403: RBAC, or an admission webhook or policy, refuses the request."""
 
 
-def _retry_after(exc: BaseException) -> float | None:
-    if isinstance(exc, ApiStatusError):
-        return exc.retry_after
-    headers = getattr(exc, "headers", None)
+class NotFound(KubeApiError):
+    """404: the object (or its namespace) is not there."""
+
+
+class Conflict(KubeApiError):
+    """409: written at an older resourceVersion, or created when it exists already."""
+
+
+class Gone(KubeApiError):
+    """410: the resourceVersion (or list continue token) asked for has been compacted away."""
+
+
+class Invalid(KubeApiError):
+    """422: the object, or the patch, does not validate."""
+
+
+class TooManyRequests(KubeApiError):
+    """429: the API server's priority and fairness throttles us; worth retrying (after Retry-After)."""
+
+
+class ServerError(KubeApiError):
+    """5xx. Itself (501, 505, ...) no retry will fix; its InternalError and Unavailable are worth retrying."""
+
+
+class InternalError(ServerError):
+    """500: worth retrying."""
+
+
+class Unavailable(ServerError):
+    """502, 503 or 504 from the API server or a proxy in front of it, or no status at all: worth retrying."""
+
+
+_ERRORS: dict[int, type[KubeApiError]] = {
+    0: Unavailable,  # kubernetes_asyncio's ApiException without a status: the request got no answer
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    422: Invalid,
+    429: TooManyRequests,
+    500: InternalError,
+    502: Unavailable,
+    503: Unavailable,
+    504: Unavailable,
+}
+RETRYABLE: tuple[type[KubeApiError], ...] = (TooManyRequests, InternalError, Unavailable)
+
+
+def api_error(status: int, body: str, retry_after: float | None = None) -> KubeApiError:
+    """The typed error for an answer with this status."""
+    fallback = ServerError if status >= 500 else KubeApiError
+    return _ERRORS.get(status, fallback)(status, body, retry_after)
+
+
+def _retry_after(headers: Mapping[str, str] | None) -> float | None:
     raw = headers.get("Retry-After") if headers else None
     try:
         return float(raw) if raw is not None else None
@@ -108,10 +162,19 @@ def _retry_after(exc: BaseException) -> float | None:
         return None
 
 
+def _translated(exc: ApiException) -> KubeApiError:
+    body = exc.body if isinstance(exc.body, str) else (exc.body or b"").decode("utf-8", "replace")
+    return api_error(int(exc.status or 0), body or str(exc.reason or ""), _retry_after(exc.headers))
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status of an error from KubeApi, for logs (decisions catch the typed errors)."""
+    return exc.status if isinstance(exc, KubeApiError) else None
+
+
 def retryable(exc: BaseException) -> bool:
-    status = status_of(exc)
-    if status is not None:
-        return status in RETRYABLE or status == 0
+    if isinstance(exc, KubeApiError):
+        return isinstance(exc, RETRYABLE)
     return isinstance(exc, aiohttp.ClientError | asyncio.TimeoutError | ConnectionError)
 
 
@@ -217,7 +280,8 @@ class KubeApi:
             except Exception as exc:
                 if attempt == limit or not retryable(exc):
                     raise
-                delay = _retry_after(exc) or min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))
+                retry_after = exc.retry_after if isinstance(exc, KubeApiError) else None
+                delay = retry_after or min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))
                 delay *= 0.5 + random.random()  # jitter: replicas and Jobs do not retry in lockstep
                 log.info("kube_retry", call=what, attempt=attempt, status=status_of(exc), error=str(exc)[:200])
                 await asyncio.sleep(delay)
@@ -288,12 +352,13 @@ class KubeApi:
             body, content_type = (patch(current), JSON_PATCH) if callable(patch) else (patch, MERGE_PATCH)
             try:
                 return await self.call(what, self._patcher(kind, namespace, name, body, content_type))
-            except Exception as exc:
-                status = status_of(exc)
-                if status != 409 and not (status == 422 and callable(patch)):
+            except Invalid:
+                if not callable(patch):
                     raise
-                current = await self.get_object(kind, namespace, name)
-        raise ApiStatusError(409, f"{kind.plural} {namespace}/{name} kept conflicting")
+            except Conflict:
+                pass
+            current = await self.get_object(kind, namespace, name)
+        raise Conflict(409, f"{kind.plural} {namespace}/{name} kept conflicting")
 
     def _patcher(
         self, kind: JobKind, namespace: str, name: str, body: Any, content_type: str
@@ -312,16 +377,46 @@ class KubeApi:
         )
 
     async def _json(self, pending: Awaitable[Any]) -> Obj:
-        response = await pending
+        """The JSON body of a 2xx answer; any other raises its KubeApiError."""
+        try:
+            response = await pending
+        except ApiException as exc:
+            raise _translated(exc) from exc
         try:
             body = await response.read()
         finally:
             response.release()
         if not 200 <= response.status <= 299:
             retry = response.headers.get("Retry-After")
-            raise ApiStatusError(response.status, body.decode("utf-8", "replace"), float(retry) if retry else None)
+            raise api_error(response.status, body.decode("utf-8", "replace"), float(retry) if retry else None)
         decoded: Obj = orjson.loads(body)
         return decoded
+
+    # -- the Lease and the quota file's ConfigMap ---------------------------------------------------------------
+
+    async def get_lease(self, namespace: str, name: str) -> Obj:
+        return await self.call(
+            "get lease",
+            lambda: self._json(self.coordination.read_namespaced_lease(name, namespace, _preload_content=False)),
+            attempts=2,
+        )
+
+    # Writes of the Lease are neither rate-limited nor retried: the elector tries again every retry period, and a
+    # renewal must not queue behind admissions for a token.
+
+    async def create_lease(self, namespace: str, body: Obj) -> Obj:
+        return await self._json(self.coordination.create_namespaced_lease(namespace, body, _preload_content=False))
+
+    async def replace_lease(self, namespace: str, name: str, body: Obj) -> Obj:
+        return await self._json(
+            self.coordination.replace_namespaced_lease(name, namespace, body, _preload_content=False)
+        )
+
+    async def get_config_map(self, namespace: str, name: str) -> Obj:
+        return await self.call(
+            "get configmap",
+            lambda: self._json(self.core.read_namespaced_config_map(name, namespace, _preload_content=False)),
+        )
 
     async def create_event(self, namespace: str, body: Obj) -> None:
         await self.call(

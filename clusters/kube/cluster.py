@@ -44,11 +44,12 @@ from admission.labels import (
 )
 from admission.workload import Admission, Workload
 from clusters.kube.admitted import decode_admission, encode_admission, flavor_labels, placements
-from clusters.kube.api import KubeApi, status_of
+from clusters.kube.api import KubeApi, NotFound, status_of
 from clusters.kube.events import rfc3339
 from clusters.kube.watch import Reflector
 from queues.controller import Controller
 from queues.loop import ControllerLoop, wall_clock_ms
+from queues.tasks import BackgroundTasks
 from quota.config import QuotaConfig
 from workloads.kind import JobKind, JSONPatch, Reference, ReferencedKind, Resolve, parse_time, pointer
 from workloads.reading import convert, split_key, workload_key
@@ -128,28 +129,16 @@ class KubeCluster:
         """When the ledger says a running Job was admitted (for rebuilt admissions)."""
         self.unreadable: dict[str, str] = {}
         self.patches = 0
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.reflectors = {
-            kind.kind: Reflector(
-                api,
-                kind,
-                lambda items, kind=kind: self.on_list(kind, items),  # type: ignore[misc]
-                lambda event, obj, kind=kind: self.on_event(kind, event, obj),  # type: ignore[misc]
-            )
-            for kind in self.kinds
-        }
+        self._calls = BackgroundTasks("kube cluster calls")
+        """The API calls the controller's commands made, each a task so that every command returns at once."""
+        self.reflectors = {kind.kind: self._reflector(kind) for kind in self.kinds}
         self.referenced_kinds: dict[str, ReferencedKind] = {
             referenced.kind: referenced for kind in self.kinds for referenced in kind.referenced_kinds
         }
         """The kinds of the objects that enabled kinds read their pod sets from (a TrainJob's runtimes)."""
         for name, referenced in self.referenced_kinds.items():
             assert name not in self.reflectors, f"{name} is both a job kind and a kind job kinds refer to"
-            self.reflectors[name] = Reflector(
-                api,
-                referenced,
-                lambda items, kind=referenced: self.on_referenced_list(kind, items),  # type: ignore[misc]
-                lambda event, obj, kind=referenced: self.on_referenced_event(kind, event, obj),  # type: ignore[misc]
-            )
+            self.reflectors[name] = self._referenced_reflector(referenced)
         self.referenced: dict[Reference, Obj] = {}
         """The latest body of every object of those kinds."""
         self.read_with: dict[str, dict[Reference, Obj]] = {}
@@ -159,38 +148,52 @@ class KubeCluster:
         when an object they refer to appears or changes."""
         self.not_queued: Callable[[str, str], None] | None = None
         """Told (workload key, reason) when one of those cannot be queued, once per reason."""
-        self._watch_tasks: list[asyncio.Task[None]] = []
+        self._watches = BackgroundTasks("kube watches")
 
     # -- life ---------------------------------------------------------------------------------------------------
+
+    def _reflector(self, kind: JobKind) -> Reflector:
+        """The list+watch of one kind, reporting to on_list and on_event with the kind."""
+
+        def listed(items: list[Obj]) -> None:
+            self.on_list(kind, items)
+
+        def changed(event: str, obj: Obj) -> None:
+            self.on_event(kind, event, obj)
+
+        return Reflector(self.api, kind, listed, changed)
+
+    def _referenced_reflector(self, kind: ReferencedKind) -> Reflector:
+        """The list+watch of a kind that job kinds refer to, reporting to on_referenced_list and _event."""
+
+        def listed(items: list[Obj]) -> None:
+            self.on_referenced_list(kind, items)
+
+        def changed(event: str, obj: Obj) -> None:
+            self.on_referenced_event(kind, event, obj)
+
+        return Reflector(self.api, kind, listed, changed)
 
     def attach(self, controller: Controller, loop: ControllerLoop | None) -> None:
         self.controller = controller
         self.loop = loop
 
     def start_watching(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._watch_tasks = [
-            loop.create_task(reflector.run(), name=f"kuota-watch-{name}") for name, reflector in self.reflectors.items()
-        ]
+        for name, reflector in self.reflectors.items():
+            self._watches.start(reflector.run(), f"kuota-watch-{name}")
 
     async def stop(self) -> None:
-        tasks = [*self._watch_tasks, *self._tasks]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(self._watches.close(), self._calls.close())
         if self._http is not None:
             await self._http.close()
             self._http = None
 
     async def settle(self, timeout_s: float = 5.0) -> None:
         """Wait for the API calls in flight (tests, shutdown)."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout_s)
+        await self._calls.wait(timeout_s)
 
     def _spawn(self, coro: Coroutine[Any, Any, None], what: str) -> None:
-        task = asyncio.get_running_loop().create_task(self._guard(coro, what))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._calls.start(self._guard(coro, what), what)
 
     async def _guard(self, coro: Coroutine[Any, Any, None], what: str) -> None:
         try:
@@ -439,12 +442,9 @@ class KubeCluster:
         try:
             await self.api.patch_object(kind, namespace, name, patch)
             self.patches += 1
-        except Exception as exc:
-            if status_of(exc) == 404:
-                log.info("job_gone_before_patch", job=key)
-                self._deleted(key)
-                return
-            raise
+        except NotFound:
+            log.info("job_gone_before_patch", job=key)
+            self._deleted(key)
 
     async def _admit(self, key: str, patch: Callable[[Obj | None], JSONPatch]) -> None:
         """The run patch; when the API server refuses it for good (the client has retried what can be retried),

@@ -24,7 +24,7 @@ from clusters.kube.api import KubeApi
 from clusters.kube.cluster import KubeCluster, epoch_ms, is_admitted_running, object_key
 from clusters.kube.events import EventJournal, EventRecorder
 from queues.controller import BACKOFF_BASE_MS, Controller, Tracking
-from queues.journal import Journals, LogJournal
+from queues.journal import Journal, Journals, LogJournal
 from queues.ledger_journal import LedgerJournal
 from queues.loop import ControllerLoop, LoopTimers, wall_clock_ms
 from quota.config import QuotaConfig
@@ -49,7 +49,7 @@ class LeaderTerm:
         instance: str | None = None,
         clock: Callable[[], int] = wall_clock_ms,
         coalesce_s: float = 0.02,
-        extra_journals: Sequence[object] = (),
+        extra_journals: Sequence[Journal] = (),
         backoff_base_ms: int = BACKOFF_BASE_MS,
         kinds: Registry | None = None,
     ) -> None:
@@ -91,7 +91,7 @@ class LeaderTerm:
             object_key(kind, obj): obj for kind, items, _ in listed for obj in items if is_admitted_running(kind, obj)
         }
         attempts: dict[str, int] = {}
-        journals: list[object] = [LogJournal()]
+        journals: list[Journal] = [LogJournal()]
         if self.ledger is not None:
             attempts = await self._recover_ledger(listed, running, cluster)
             journals.append(LedgerJournal(self.ledger))

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol
 
 import orjson
 import structlog
@@ -145,6 +145,14 @@ class _StartErrors:
     async def stop(self) -> None:
         await self.component.stop()
 
+
+if TYPE_CHECKING:
+    # The factories of COMPONENTS are found by name when used; here mypy checks that each takes what serve gives
+    # it (ServeOptions and the Runtime, through the Protocols their packages declare) and makes a Component.
+    from admin.component import make_admin_component
+    from kuota.components.controller import make_controller_component
+
+    _FACTORIES: tuple[ComponentFactory, ...] = (WebhookComponent, make_controller_component, make_admin_component)
 
 COMPONENTS: dict[str, ComponentFactory | None] = {
     "webhook": WebhookComponent,

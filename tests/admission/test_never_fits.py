@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 
 from admission.flavors import FlavorAssigner, Mode, Outcome
 from admission.never_fits import Capacity, label_keys, requests_at, selector_admits
-from admission.workload import FlavorResource, PodSet, Workload
+from admission.workload import Workload
 from quota.config import QuotaConfig
 from quota.loader import load_config_text
-from quota.tree import Node, QuotaTree
+from quota.pod_set import PodSet
+from quota.tree import FlavorResource, Node, QuotaTree
 from tests.admission.strategies import quota_configs, workloads
 
 SETTINGS = settings(
