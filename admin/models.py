@@ -104,8 +104,9 @@ class PodSetView(ApiModel):
 
 
 class WorkloadView(ApiModel):
-    name: str = Field(description="workload id: namespace/name")
-    namespace: str
+    name: str = Field(description="workload id: KIND/NAMESPACE/NAME (a simulated Job: its trace name)")
+    kind: str = Field(description="the job kind: Job, JobSet, PyTorchJob...")
+    namespace: str = Field(description="the object's namespace (a simulated workload: its team)")
     team: str
     queue: str | None
     priority: int
@@ -214,7 +215,7 @@ class UsageRowView(ApiModel):
 class UsageReportView(ApiModel):
     start: datetime
     end: datetime
-    by: Literal["team", "flavor", "day"]
+    by: Literal["team", "flavor", "kind", "day"]
     rows: list[UsageRowView]
 
 
@@ -345,6 +346,7 @@ class WorkloadQuery(PageQuery):
     queue: str | None = Field(default=None, max_length=253)
     state: WorkloadState | None = None
     namespace: str | None = Field(default=None, max_length=253)
+    kind: str | None = Field(default=None, max_length=63, description="only workloads of this job kind")
 
 
 class QueueQuery(QueryModel):
@@ -354,7 +356,7 @@ class QueueQuery(QueryModel):
 class UsageQuery(QueryModel):
     start: datetime = Field(alias="from", description="start of the period, ISO 8601 with offset (inclusive)")
     end: datetime = Field(alias="to", description="end of the period (exclusive)")
-    by: Literal["team", "flavor", "day"] = "team"
+    by: Literal["team", "flavor", "kind", "day"] = "team"
     resource: str | None = Field(default=None, max_length=253)
     format: Literal["json", "csv"] = "json"
 

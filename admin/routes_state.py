@@ -18,7 +18,7 @@ from admin.models import (
     WorkloadView,
 )
 from admin.problems import ApiProblem
-from admin.views import lent_amounts, node_resources, team_queue_view, workload_view
+from admin.views import kind_and_namespace, lent_amounts, node_resources, team_queue_view, workload_view
 from queues.read_model import ControllerReader
 
 router = Router()
@@ -156,7 +156,9 @@ async def workloads(ctx: Context) -> WorkloadList:
     order = {name: i for i, name in enumerate(positions)}
     names = []
     for name, workload in manager.workloads.items():
-        namespace = name.rpartition("/")[0] or workload.team
+        kind, namespace = kind_and_namespace(name, workload.team)
+        if q.kind is not None and kind != q.kind:
+            continue
         if q.team is not None and workload.team != q.team:
             continue
         if q.queue is not None and workload.queue != q.queue:

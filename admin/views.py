@@ -5,6 +5,7 @@ from __future__ import annotations
 from admin.models import PodSetView, Quantity, ResourceAmounts, TeamQueueView, WorkloadView
 from queues.read_model import ControllerReader, QueueManagerReader
 from quota.tree import Node, QuotaTree
+from workloads.reading import split_key
 
 PENDING_STATES = ("pending",)
 
@@ -74,6 +75,16 @@ def lent_amounts(tree: QuotaTree) -> dict[str, dict[tuple[str, str], int]]:
     return out
 
 
+def kind_and_namespace(name: str, team: str) -> tuple[str, str]:
+    """The kind and namespace a workload's name carries: `KIND/NAMESPACE/NAME`, the older `NAMESPACE/NAME` (a
+    Job), or a simulated Job's bare trace name (its team stands in for the namespace)."""
+    try:
+        kind, namespace, _ = split_key(name)
+    except ValueError:
+        return "Job", team
+    return kind, namespace
+
+
 def workload_view(
     controller: ControllerReader, name: str, positions: dict[str, tuple[int, int]] | None = None
 ) -> WorkloadView:
@@ -82,7 +93,7 @@ def workload_view(
     state = str(manager.state[name])
     track = controller.tracking.get(name)
     admission = workload.admission
-    namespace, _, _ = name.rpartition("/")
+    kind, namespace = kind_and_namespace(name, workload.team)
     status = None
     reason = None
     position: tuple[int | None, int | None] = (None, None)
@@ -114,7 +125,8 @@ def workload_view(
         )
     return WorkloadView(
         name=name,
-        namespace=namespace or workload.team,
+        kind=kind,
+        namespace=namespace,
         team=workload.team,
         queue=workload.queue,
         priority=workload.priority,
