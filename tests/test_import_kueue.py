@@ -141,10 +141,16 @@ def test_every_kueue_example_converts_to_a_valid_file(path: Path) -> None:
 
 @pytest.mark.parametrize("path", sorted(KUEUE.glob("*.yaml")), ids=lambda p: p.name)
 def test_no_file_in_the_kueue_folder_breaks_the_importer(path: Path) -> None:
-    # CRDs, Jobs, webhook manifests and perf configs hold no queueing objects: skipped with warnings, exit 0.
+    # CRDs, Jobs, webhook manifests and perf configs hold no queueing objects: skipped with warnings, and a file
+    # with nothing else is refused (exit 2, saying so) rather than converted into an empty quota file.
     result = run(path)
-    converted(result)
-    warnings_of(result)
+    if result.exit_code == 2:
+        *warnings, error = result.stderr.splitlines()
+        assert error.startswith("error: nothing to import: no Kueue objects"), result.stderr
+        assert all(line.startswith("warning: ") for line in warnings), result.stderr
+    else:
+        converted(result)
+        warnings_of(result)
 
 
 def test_tas_gpu_queues() -> None:
@@ -218,8 +224,13 @@ def test_several_files_make_one_config() -> None:
 @pytest.mark.parametrize("path", sorted(KNAVIGATOR.glob("*.yaml")), ids=lambda p: p.name)
 def test_every_knavigator_file_converts_with_set_values(path: Path) -> None:
     result = run(path, *set_args(KNAVIGATOR_SET))
-    converted(result)
-    warnings_of(result)
+    if result.exit_code == 2:  # a Job template: nothing of Kueue's in it
+        *warnings, error = result.stderr.splitlines()
+        assert error.startswith("error: nothing to import: no Kueue objects"), result.stderr
+        assert all(line.startswith("warning: ") for line in warnings), result.stderr
+    else:
+        converted(result)
+        warnings_of(result)
 
 
 def test_knavigator_files_are_found() -> None:

@@ -73,6 +73,11 @@ def import_kueue(
     except KueueImportError as exc:
         _warn(warnings)
         _fail("the input has Kueue objects that cannot be converted:\n" + _indent(exc.problems))
+    no_objects = any(w.startswith("no Kueue objects") for w in result.warnings)
+    if no_objects and set(result.config) <= {"apiVersion", "kind"}:
+        # An empty quota file is valid, but writing one would make a wrong input look like a success.
+        _warn([*warnings, *(w for w in result.warnings if not w.startswith("no Kueue objects"))])
+        _fail(f"nothing to import: no Kueue objects ({', '.join(KUEUE_KINDS)}) and no Kueue Configuration in the input")
     _warn([*warnings, *result.warnings])
     try:
         load_config_data(result.config, source="converted configuration")
