@@ -16,6 +16,7 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol
 
@@ -60,6 +61,13 @@ class ServeOptions:
     admin_tls_key: Path | None = None
     kinds: tuple[str, ...] | None = None
     """--kinds; None: the quota file's jobKinds."""
+
+
+class LogLevel(StrEnum):
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
 
 
 class Component(Protocol):
@@ -204,6 +212,10 @@ def serve(
     admin_tokens: Annotated[Path | None, typer.Option("--admin-tokens", help="Bearer tokens and roles.")] = None,
     admin_tls_cert: Annotated[Path | None, typer.Option("--admin-tls-cert")] = None,
     admin_tls_key: Annotated[Path | None, typer.Option("--admin-tls-key")] = None,
+    log_level: Annotated[
+        LogLevel,
+        typer.Option("--log-level", case_sensitive=False, help="Least severe log line written (JSON on stderr)."),
+    ] = LogLevel.info,
     kinds: Annotated[
         str | None,
         typer.Option(
@@ -234,7 +246,7 @@ def serve(
         built = [_factory(name)(options, runtime) for name in names]
     except StartError as exc:
         _fail(str(exc))
-    _configure_logging()
+    _configure_logging(logging.getLevelNamesMapping()[log_level.value.upper()])
     try:
         _run_loop(_run(built, runtime))
     except StartError as exc:
@@ -338,6 +350,23 @@ def _configure_logging(level: int = logging.INFO) -> None:
         logger_factory=structlog.BytesLoggerFactory(sys.stderr.buffer),
         cache_logger_on_first_use=True,
     )
+    # Libraries and a few modules log through the standard library (aiohttp's access and server errors, the
+    # admin API): the same JSON lines, at the same level, tracebacks as JSON too.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processor=structlog.processors.JSONRenderer(),
+            foreign_pre_chain=[
+                structlog.stdlib.add_logger_name,
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+                structlog.processors.dict_tracebacks,
+            ],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(level)
 
 
 def _webhook_observer() -> Callable[[str, float], None] | None:
