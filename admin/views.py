@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from admin.models import PodSetView, Quantity, ResourceAmounts, TeamQueueView, WorkloadView
 from queues.read_model import ControllerReader, QueueManagerReader
 from quota.tree import Node, QuotaTree
@@ -75,6 +77,11 @@ def lent_amounts(tree: QuotaTree) -> dict[str, dict[tuple[str, str], int]]:
     return out
 
 
+def iso_time(ms: int) -> str:
+    """A controller time (epoch milliseconds) as people read it: ISO 8601 in UTC, to the second."""
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
 def kind_and_namespace(name: str, team: str) -> tuple[str, str]:
     """The kind and namespace a workload's name carries: `KIND/NAMESPACE/NAME`, the older `NAMESPACE/NAME` (a
     Job), or a simulated Job's bare trace name (its team stands in for the namespace)."""
@@ -103,7 +110,7 @@ def workload_view(
         if status == "held":
             reason = "held by an operator"
         elif status == "backoff" and track is not None:
-            reason = f"requeued after eviction; eligible again at {track.eligible_at}"
+            reason = f"requeued after eviction; eligible again at {iso_time(track.eligible_at)}"
         elif status == "awaiting-victims":
             victims = ", ".join(sorted(manager.awaiting.get(name, ())))
             reason = f"waiting for its victims to leave: {victims}"

@@ -12,6 +12,7 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -21,7 +22,9 @@ ServerOption = Annotated[
 ]
 TokenOption = Annotated[str | None, typer.Option("--token", envvar="KUOTA_TOKEN", help="Bearer token.")]
 InsecureOption = Annotated[bool, typer.Option("--insecure", help="Do not verify the server's TLS certificate.")]
-OutputOption = Annotated[str, typer.Option("-o", "--output", help="table or json.")]
+OutputOption = Annotated[
+    str, typer.Option("-o", "--output", help="table (fits 80 columns), wide (every column) or json.")
+]
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -83,17 +86,22 @@ def output_json(data: Any) -> None:
 
 
 def check_output(output: str) -> None:
-    if output not in ("table", "json"):
-        fail(f"-o takes table or json, not {output!r}")
+    if output not in ("table", "wide", "json"):
+        fail(f"-o takes table, wide or json, not {output!r}")
 
 
-def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
+def table(
+    title: str, columns: list[str], rows: list[list[Any]], *, output: str = "table", wide: Sequence[str] = ()
+) -> None:
+    """A table that fits the terminal (80 columns when stdout is not one): the `wide` columns only with -o wide,
+    and long cells wrapped rather than cut."""
     from rich.console import Console
     from rich.table import Table
 
+    shown = [i for i, column in enumerate(columns) if output == "wide" or column not in wide]
     grid = Table(title=title)
-    for column in columns:
-        grid.add_column(column)
+    for i in shown:
+        grid.add_column(columns[i], overflow="fold")
     for row in rows:
-        grid.add_row(*["" if v is None else str(v) for v in row])
+        grid.add_row(*["" if row[i] is None else str(row[i]) for i in shown])
     Console().print(grid)

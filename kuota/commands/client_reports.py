@@ -57,7 +57,8 @@ def queues(
         for q in teams
         for w in q["workloads"]
     ]
-    table("pending", ["team", "#team", "#queue", "workload", "queue", "priority", "status", "reason"], rows)
+    columns = ["team", "#team", "#queue", "workload", "queue", "priority", "status", "reason"]
+    table("pending", columns, rows, output=output, wide=("#queue", "queue", "priority"))
 
 
 def credits(
@@ -75,7 +76,7 @@ def credits(
         [c["team"], _short(c["share"]), _short(c["usage_share"]), _short(c["factor"]), _short(c["credit"])]
         for c in data["teams"]
     ]
-    table("fair-share credits", ["team", "share S", "usage U", "factor F", "credit S-U"], rows)
+    table("fair-share credits", ["team", "share S", "usage U", "factor F", "credit S-U"], rows, output=output)
 
 
 def _short(value: str) -> str:
@@ -85,7 +86,7 @@ def _short(value: str) -> str:
 def report(
     from_: Annotated[str, typer.Option("--from", metavar="ISO", help="Start (inclusive), ISO 8601.")],
     to: Annotated[str, typer.Option("--to", metavar="ISO", help="End (exclusive).")],
-    by: Annotated[str, typer.Option("--by", help="team, flavor or day")] = "team",
+    by: Annotated[str, typer.Option("--by", help="team, flavor, kind or day")] = "team",
     resource: Annotated[str | None, typer.Option("--resource")] = None,
     server: ServerOption = None,
     token: TokenOption = None,
@@ -94,8 +95,8 @@ def report(
 ) -> None:
     if output not in ("table", "json", "csv"):
         fail(f"-o takes table, json or csv, not {output!r}")
-    if by not in ("team", "flavor", "day"):
-        fail(f"--by takes team, flavor or day, not {by!r}")
+    if by not in ("team", "flavor", "kind", "day"):
+        fail(f"--by takes team, flavor, kind or day, not {by!r}")
     query = {"from": from_, "to": to, "by": by, "resource": resource, "format": "csv" if output == "csv" else None}
     data = call(server, token, "GET", "/api/v1/reports/usage", query, insecure=insecure, raw=output == "csv")
     if output == "csv":

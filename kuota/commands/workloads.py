@@ -34,6 +34,7 @@ def workloads(
     queue: Annotated[str | None, typer.Option("--queue")] = None,
     state: Annotated[str | None, typer.Option("--state", help="pending, admitted, evicting")] = None,
     namespace: Annotated[str | None, typer.Option("--namespace")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="Only this job kind (Job, JobSet, ...).")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=500)] = 100,
     offset: Annotated[int, typer.Option("--offset", min=0)] = 0,
     server: ServerOption = None,
@@ -42,7 +43,8 @@ def workloads(
     output: OutputOption = "table",
 ) -> None:
     check_output(output)
-    query = {"team": team, "queue": queue, "state": state, "namespace": namespace, "limit": limit, "offset": offset}
+    query: dict[str, str | int | None] = {"team": team, "queue": queue, "state": state, "namespace": namespace}
+    query |= {"kind": kind, "limit": limit, "offset": offset}
     data = call(server, token, "GET", "/api/v1/workloads", query, insecure=insecure)
     if output == "json":
         output_json(data)
@@ -64,6 +66,8 @@ def workloads(
         f"workloads ({len(rows)} of {data['total']})",
         ["workload", "team", "queue", "priority", "state", "status", "#team", "reason"],
         rows,
+        output=output,
+        wide=("team", "queue", "priority"),
     )
 
 

@@ -60,3 +60,18 @@ def test_tokens_add(tmp_path: Path) -> None:
     assert token.startswith("kuota_") and token not in file.read_text()
     bad = runner.invoke(app, ["tokens", "add", "dave", "--role", "god", "--file", str(file)])
     assert bad.exit_code == 2 and "role" in bad.output
+
+
+def test_tables_fit_80_columns_and_wide_shows_every_column(server: Server) -> None:
+    def at(width: int, *args: str) -> str:
+        env = {"KUOTA_SERVER": server.url, "KUOTA_TOKEN": server.tokens["root"], "COLUMNS": str(width)}
+        result = runner.invoke(app, list(args), env=env)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    for command in (("workloads",), ("queues",)):
+        narrow = at(80, *command)
+        assert max(len(line) for line in narrow.splitlines()) <= 80, narrow
+        assert "priority" not in narrow  # a column only -o wide shows
+        wide = at(300, *command, "-o", "wide")
+        assert "priority" in wide and "queue" in wide
