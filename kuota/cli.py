@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
+from typing import Any
 
 import typer
 
@@ -18,7 +19,7 @@ _app = typer.Typer(
     name="kuota",
     help="Job queueing and quota admission for Kubernetes GPU clusters.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish and PowerShell
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -65,9 +66,38 @@ def __getattr__(name: str) -> typer.Typer:
     raise AttributeError(name)
 
 
-def main() -> None:
+def _plain_metavars(command: Any) -> None:
+    """typer shows each parameter's Python type where help shows what to type (`--team <str>`, `FILE <path>`, even
+    `--help <bool>`): a flag gets nothing there, a value its name in capitals (`--team TEAM`), unless the parameter
+    names its own."""
+    for param in command.params:
+        if param.param_type_name == "argument":
+            param.display_type_rich = lambda ctx: None  # its name, in capitals, already says what to type
+        elif param.metavar is None:
+            param.metavar = "" if param.is_flag else param.name.upper()
+    make_help = command.get_help_option
+
+    def help_option(ctx: Any) -> Any:
+        option = make_help(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    command.get_help_option = help_option
+    for sub in getattr(command, "commands", {}).values():
+        _plain_metavars(sub)
+
+
+def main(prog_name: str = "kuota") -> None:
     _register_commands(sys.argv)
+    command = typer.main.get_command(_app)
+    _plain_metavars(command)
     try:
-        _app()
+        command(prog_name=prog_name)
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+def kubectl_main() -> None:
+    """`kubectl kuota ...`: kubectl runs `kubectl-kuota` from PATH as a plugin; help then names the command so."""
+    main(prog_name="kubectl kuota")

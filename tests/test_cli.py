@@ -25,3 +25,25 @@ def test_short_help_on_the_app_and_a_command() -> None:
         done = run(*args)
         assert done.returncode == 0, done.stderr
         assert "Usage: kuota" in done.stdout
+
+
+def test_help_shows_what_to_type_not_python_types() -> None:
+    from typer.main import get_command
+
+    from kuota.cli import app
+
+    for name in [None, *get_command(app).commands]:  # type: ignore[attr-defined]
+        done = run(*([name] if name else []), "-h")
+        assert done.returncode == 0, (name, done.stderr)
+        for internal in ("<str>", "<bool>", "<int", "<float", "<path>"):
+            assert internal not in done.stdout, (name, done.stdout)
+    assert "--team" in run("workloads", "-h").stdout and "TEAM" in run("workloads", "-h").stdout
+
+
+def test_kubectl_plugin_and_shell_completion() -> None:
+    plugin = subprocess.run(
+        [str(Path(KUOTA).with_name("kubectl-kuota")), "-h"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert plugin.returncode == 0 and "Usage: kubectl kuota" in plugin.stdout
+    completion = run("--show-completion", "bash")
+    assert completion.returncode == 0 and "complete" in completion.stdout and "_KUOTA_COMPLETE" in completion.stdout
