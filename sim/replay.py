@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from accounting.events import workload_kind
@@ -163,6 +163,30 @@ def _gpu_resource(team: Team) -> str:
             if resource.endswith("gpu"):
                 return resource
     return GPU
+
+
+async def replay_streaming(
+    config: QuotaConfig,
+    trace: Sequence[TraceJob],
+    *,
+    journal: Journal,
+    flush: Callable[[], Awaitable[None]],
+    hook_delay_ms: int | None = DEFAULT_HOOK_DELAY_MS,
+    on_progress: Callable[[int, int], None] | None = None,
+    instants: int = 2_000,
+) -> ReplayResult:
+    """`replay`, pausing every `instants` instants to `flush` what the journal has (the ledger's writer), so that a
+    run stopped midway has written everything up to its last pause; the decisions are those of `replay`."""
+    started = time.perf_counter()
+    kinds = KindStats()
+    simulation = Simulation(
+        config, sim_jobs(config, trace, hook_delay_ms), Journals(kinds, journal), on_progress=on_progress
+    )
+    kinds.measured = simulation.stats.measured
+    while simulation.step(instants):
+        await flush()
+    await flush()
+    return ReplayResult(simulation.stats, time.perf_counter() - started, simulation, kinds)
 
 
 def replay(

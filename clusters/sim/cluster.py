@@ -142,6 +142,7 @@ class Simulation:
         )
         self.stats.bind(self)
         self.on_progress = on_progress
+        self._stepping = False
         self.finished = 0
         for job in self.jobs.values():
             self.push(job.submit_ms, Kind.SUBMIT, job.workload.name, 0)
@@ -152,19 +153,38 @@ class Simulation:
     def run(self, until_ms: int | None = None) -> SimulationStats:
         self._settle(self.now)  # an operator may have changed something since the last instant
         while self._heap:
-            at = self._heap[0][0]
-            if until_ms is not None and at > until_ms:
+            if until_ms is not None and self._heap[0][0] > until_ms:
                 break
-            self.now = at
-            self.stats.advance(at)
-            while self._heap and self._heap[0][0] == at:
-                _, kind, _, name, generation = heapq.heappop(self._heap)
-                self._apply(kind, name, generation)
-            self._settle(at)
+            self._instant()
         if until_ms is not None and until_ms > self.now:
             self.now = until_ms
         self.stats.advance(self.now)
         return self.stats
+
+    def step(self, instants: int) -> bool:
+        """Run the next `instants` instants (every event of one virtual time, then the cycles it allows); False once
+        the simulation is over. Stepping until False decides exactly what one `run()` decides: it only pauses
+        between instants, where a caller may write the ledger out."""
+        if not self._stepping:
+            self._stepping = True
+            self._settle(self.now)
+        for _ in range(instants):
+            if not self._heap:
+                break
+            self._instant()
+        if self._heap:
+            return True
+        self.stats.advance(self.now)
+        return False
+
+    def _instant(self) -> None:
+        at = self._heap[0][0]
+        self.now = at
+        self.stats.advance(at)
+        while self._heap and self._heap[0][0] == at:
+            _, kind, _, name, generation = heapq.heappop(self._heap)
+            self._apply(kind, name, generation)
+        self._settle(at)
 
     def _settle(self, at: int) -> None:
         self.controller.tick(at)

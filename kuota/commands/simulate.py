@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Callable, Iterator
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -36,6 +38,9 @@ def simulate(
         float, typer.Option("--hook-delay", min=0, help="Seconds a checkpointing job takes to answer a request.")
     ] = 10.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Every column of the summary (it fits 80 columns without).")
+    ] = False,
     report: Annotated[Path | None, typer.Option("--report", help="Write DIR/report.html with plots.")] = None,
     database_url: Annotated[
         str | None,
@@ -71,26 +76,28 @@ def simulate(
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:
-        _print_summary(summary)
+        _print_summary(summary, wide=wide)
 
 
 def _run(quota: Any, jobs: Any, hook_delay_ms: int, journal: Any, show_progress: bool) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from sim.replay import replay
 
-    if not show_progress or not sys.stderr.isatty():
-        return replay(quota, jobs, journal=journal, hook_delay_ms=hook_delay_ms)
+    with _progress(len(jobs), show_progress) as on_progress:
+        return replay(quota, jobs, journal=journal, hook_delay_ms=hook_delay_ms, on_progress=on_progress)
+
+
+@contextlib.contextmanager
+def _progress(total: int, show: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on a terminal's stderr (the callback a replay reports finished jobs to), else nothing."""
+    if not show or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, transient=True) as bar:
-        task = bar.add_task("jobs", total=len(jobs))
-        return replay(
-            quota,
-            jobs,
-            journal=journal,
-            hook_delay_ms=hook_delay_ms,
-            on_progress=lambda done, total: bar.update(task, completed=done),
-        )
+        task = bar.add_task("jobs", total=total)
+        yield lambda done, _total: bar.update(task, completed=done)
 
 
 def _run_with_ledger(quota: Any, jobs: Any, url: str, hook_delay_ms: int, show_progress: bool) -> Any:
@@ -100,6 +107,7 @@ def _run_with_ledger(quota: Any, jobs: Any, url: str, hook_delay_ms: int, show_p
     from accounting.ledger import Ledger
     from accounting.migrate import upgrade_async
     from queues.ledger_journal import LedgerJournal
+    from sim.replay import replay_streaming
 
     # Virtual time 0 is placed at a fixed date so the ledger's reports read as calendar days.
     epoch_ms = int(datetime(2021, 3, 4, tzinfo=UTC).timestamp() * 1000)
@@ -112,8 +120,15 @@ def _run_with_ledger(quota: Any, jobs: Any, url: str, hook_delay_ms: int, show_p
             raise typer.Exit(1) from None
         ledger = Ledger(url, max_backlog=10_000_000)
         await ledger.start()
+        journal = LedgerJournal(ledger, epoch_ms)
         try:
-            result = _run(quota, jobs, hook_delay_ms, LedgerJournal(ledger, epoch_ms), show_progress)
+            # The ledger is written while the replay runs (it pauses every few thousand instants until the
+            # writer has caught up), so a run stopped midway leaves everything up to its last pause.
+            with _progress(len(jobs), show_progress) as on_progress:
+                result = await replay_streaming(
+                    quota, jobs, journal=journal, flush=ledger.flush, hook_delay_ms=hook_delay_ms,
+                    on_progress=on_progress,
+                )  # fmt: skip
         finally:
             await ledger.close()
         sys.stderr.write(f"ledger: {ledger.written} events written to {url}\n")
@@ -143,27 +158,26 @@ def _write_report(result: Any, directory: Path, title: str) -> Path:
     return write_report(data, directory)
 
 
-def _print_summary(summary: dict[str, Any]) -> None:
+#: The per-team columns: (title, key, shown without --wide).
+TEAM_COLUMNS = [
+    ("jobs", "jobs", True),
+    ("GPU-h", "gpu_hours", True),
+    ("mean wait s", "mean_wait_s", True),
+    ("p95 wait s", "p95_wait_s", False),
+    ("share", "share_of_capacity", True),
+    ("borrowed GPU-h", "borrowed_gpu_hours", False),
+    ("preempted", "preemptions", True),
+    ("lost GPU-s", "lost_gpu_seconds", False),
+    ("credit", "credit", True),
+]
+
+
+def _print_summary(summary: dict[str, Any], *, wide: bool = False) -> None:
     from rich.console import Console
 
     console = Console()
-    console.print(
-        _figures_table(
-            "team",
-            summary["teams"],
-            [
-                ("jobs", "jobs"),
-                ("GPU-h", "gpu_hours"),
-                ("mean wait s", "mean_wait_s"),
-                ("p95 wait s", "p95_wait_s"),
-                ("share of capacity", "share_of_capacity"),
-                ("borrowed GPU-h", "borrowed_gpu_hours"),
-                ("preemptions", "preemptions"),
-                ("lost GPU-s", "lost_gpu_seconds"),
-                ("credit", "credit"),
-            ],
-        )
-    )
+    columns = [(title, key) for title, key, narrow in TEAM_COLUMNS if wide or narrow]
+    console.print(_figures_table("team", summary["teams"], columns))
     if set(summary["kinds"]) != {"Job"}:
         columns = [("jobs", "jobs"), ("pods", "pods"), ("GPU-h", "gpu_hours"), ("mean wait s", "mean_wait_s")]
         columns += [("preemptions", "preemptions"), ("lost GPU-s", "lost_gpu_seconds")]
@@ -179,9 +193,21 @@ def _figures_table(by: str, rows: dict[str, dict[str, Any]], columns: list[tuple
     from rich.table import Table
 
     table = Table(title=f"kuota simulate — per {by}")
-    table.add_column(by, justify="left")
+    table.add_column(by, justify="left", overflow="fold")
     for title, _ in columns:
-        table.add_column(title, justify="right")
+        table.add_column(title, justify="right", overflow="fold")
     for name, figures in rows.items():
-        table.add_row(name, *(str(figures[key]) for _, key in columns))
+        table.add_row(name, *(_figure(figures[key], key) for _, key in columns))
     return table
+
+
+def _figure(value: Any, key: str) -> str:
+    """A figure as people read it in a table (--json keeps every digit): shares and credits to three decimals,
+    other fractions to one."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if key in ("share_of_capacity", "credit"):
+        return f"{value:.3f}"
+    if isinstance(value, int) or value.is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.1f}"
