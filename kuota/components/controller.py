@@ -346,10 +346,15 @@ class ControllerComponent:
     async def _start_sim(self) -> None:
         from kuota.components.sim import RealTimeSimulation
 
-        sim = RealTimeSimulation(self.runtime, backoff_base_ms=self.options.requeue_backoff_ms)
+        sim = RealTimeSimulation(
+            self.runtime, backoff_base_ms=self.options.requeue_backoff_ms, extra_journals=_metrics()
+        )
         self.sim = sim
         await sim.start()
         self.runtime.leader = True
+        # The quota file is reloaded as on a cluster (a ConfigMap needs one, so --config-map is kube only).
+        if self.options.config is not None:
+            self._tasks.start(self._watch_config_file(self.options.config), "kuota-config-file")
         log.info("controller_started", cluster="sim")
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from admission.workload import Workload
 from kuota.runtime import Runtime
 from queues.controller import BACKOFF_BASE_MS, Controller
-from queues.journal import Journals, LogJournal
+from queues.journal import Journal, Journals, LogJournal
 from queues.ledger_journal import LedgerJournal
 from queues.loop import ControllerLoop, LoopTimers, wall_clock_ms
 from queues.tasks import BackgroundTasks
@@ -81,16 +81,21 @@ class RealTimeSimCluster:
 
 
 class RealTimeSimulation:
-    def __init__(self, runtime: Runtime, *, backoff_base_ms: int = BACKOFF_BASE_MS) -> None:
+    def __init__(
+        self, runtime: Runtime, *, backoff_base_ms: int = BACKOFF_BASE_MS, extra_journals: Sequence[Journal] = ()
+    ) -> None:
         self.runtime = runtime
         self.backoff_base_ms = backoff_base_ms
+        self.extra_journals = list(extra_journals)
+        """Journals beside the log and the ledger: the Prometheus metrics when the admin component serves them."""
         self.cluster = RealTimeSimCluster()
         self._tasks = BackgroundTasks("simulated cluster")
 
     async def start(self) -> None:
         timers = LoopTimers()
         ledger = self.runtime.ledger
-        journal = Journals(LogJournal(), *([LedgerJournal(ledger)] if ledger is not None else []))
+        ledgers = [LedgerJournal(ledger)] if ledger is not None else []
+        journal = Journals(LogJournal(), *ledgers, *self.extra_journals)
         controller = Controller(
             self.runtime.config, self.cluster, timers, journal, backoff_base_ms=self.backoff_base_ms
         )
