@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck contracts pytest scenarios bench clean cluster cluster-build try-kuota
+.PHONY: demo test lint typecheck contracts pytest scenarios bench clean cluster cluster-build try-kuota lock
 
 # kuota-cluster: etcd, kube-apiserver, controller-manager, scheduler, kwok and kubectl, compiled here from
 # Kubernetes' own Go modules, once per source hash, into ~/.cache/kuota-cluster (the first build takes a while).
@@ -33,9 +33,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev]'
+# With CI=true the exact versions of requirements/ci.txt are installed (inside pyproject's ranges), so CI runs
+# what was tested here; otherwise pip picks the newest versions the ranges allow.
+LOCK := requirements/ci.txt
+$(STAMP): pyproject.toml $(LOCK) | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]' $(if $(filter true,$(CI)),-c $(LOCK))
 	touch $(STAMP)
+
+# Refresh the lock from what this .venv has (after `pip install -U -e '.[dev]'` and a green `make test`).
+lock: $(STAMP)
+	@mkdir -p requirements
+	@{ echo "# Exact versions CI installs (make lock writes this from a tested .venv; pyproject.toml has the ranges)."; \
+	  $(BIN)/python -m pip freeze --exclude-editable | grep -v '^kuota' ; } > $(LOCK)
 
 DEMO_OUT := out/demo
 
