@@ -11,6 +11,7 @@ from admin.api import PRINCIPAL_KEY, RUNTIME_KEY, Route
 from admin.auth import TokenStore, TooManyAttempts
 from admin.metrics import REGISTRY, RuntimeCollector
 from admin.openapi import openapi_document
+from admin.parsing import PARSER_KEY, ProposalParser
 from admin.ports import RuntimePort
 from admin.problems import Handler, problem_middleware, problem_response
 from admin.routes_health import OPENAPI_KEY, REGISTRY_KEY
@@ -38,6 +39,12 @@ def build_app(
     app = web.Application(middlewares=[problem_middleware, _auth_middleware], client_max_size=max_body_bytes)
     app[RUNTIME_KEY] = runtime
     app[TOKENS_KEY] = tokens
+    parser = app[PARSER_KEY] = ProposalParser()
+
+    async def close_parser(_: web.Application) -> None:
+        parser.close()
+
+    app.on_cleanup.append(close_parser)
     app[REGISTRY_KEY] = registry
     registry.register(RuntimeCollector(runtime))
     routes = all_routes()

@@ -18,13 +18,14 @@ from admin.models import (
     Quantity,
     QuotaChange,
 )
+from admin.parsing import PARSER_KEY
 from admin.ports import RuntimePort
 from admin.problems import ApiProblem
 from admin.routes_workloads import audit
 from admission.workload import Workload
 from queues.read_model import ControllerReader
 from quota.config import QuotaConfig
-from quota.loader import ConfigError, format_path, load_config_text
+from quota.loader import ConfigError
 from quota.quantity import format_resource
 from quota.tree import Node, QuotaTree
 
@@ -48,11 +49,10 @@ async def current(ctx: Context) -> ConfigCurrent:
     )
 
 
-def _parse(text: str) -> tuple[QuotaConfig | None, list[ConfigProblemView]]:
-    try:
-        return load_config_text(text, source="proposal"), []
-    except ConfigError as exc:
-        return None, [ConfigProblemView(path=format_path(p.path), line=p.line, message=p.message) for p in exc.problems]
+async def _parse_off_loop(ctx: Context, text: str) -> tuple[QuotaConfig | None, list[ConfigProblemView]]:
+    """Parse a proposal in the parser's worker process (admin/parsing.py): never on this event loop."""
+    config, problems = await ctx.app[PARSER_KEY].parse(text)
+    return config, [ConfigProblemView(path=path, line=line, message=message) for path, line, message in problems]
 
 
 @router.add(
@@ -64,7 +64,7 @@ def _parse(text: str) -> tuple[QuotaConfig | None, list[ConfigProblemView]]:
     tag="config",
 )
 async def validate(ctx: Context) -> ConfigValidation:
-    config, problems = _parse(ctx.body.text)
+    config, problems = await _parse_off_loop(ctx, ctx.body.text)
     return ConfigValidation(valid=config is not None, problems=problems)
 
 
@@ -77,7 +77,7 @@ async def validate(ctx: Context) -> ConfigValidation:
     tag="config",
 )
 async def diff(ctx: Context) -> ConfigDiff:
-    return _diff(runtime_of(ctx), ctx.body.text)
+    return _diff(runtime_of(ctx), await _parse_off_loop(ctx, ctx.body.text))
 
 
 @router.add(
@@ -95,7 +95,8 @@ async def apply(ctx: Context) -> ConfigApplyResult:
     if runtime.controller is not None and not runtime.leader:
         raise ApiProblem(503, "this replica is not the leader; apply the quota file on the leader")
     text = ctx.body.text
-    result = _diff(runtime, text)
+    parsed = await _parse_off_loop(ctx, text)
+    result = _diff(runtime, parsed)
     if not result.valid:
         raise ApiProblem(
             422,
@@ -105,7 +106,7 @@ async def apply(ctx: Context) -> ConfigApplyResult:
         )
     before = sha256(runtime.config_text)
     try:
-        runtime.apply_config(text, f"admin API ({ctx.principal.name})")
+        runtime.apply_config(text, f"admin API ({ctx.principal.name})", parsed[0])
     except ConfigError as exc:
         raise ApiProblem(422, exc.render()) from None
     except ValueError as exc:
@@ -115,8 +116,9 @@ async def apply(ctx: Context) -> ConfigApplyResult:
     return ConfigApplyResult(applied=True, sha256=after, diff=result)
 
 
-def _diff(runtime: RuntimePort, text: str) -> ConfigDiff:
-    new, problems = _parse(text)
+def _diff(runtime: RuntimePort, parsed: tuple[QuotaConfig | None, list[ConfigProblemView]]) -> ConfigDiff:
+    """What the parsed proposal would change: computed on the event loop, which owns the controller's state."""
+    new, problems = parsed
     old = runtime.config
     if new is None:
         return ConfigDiff(

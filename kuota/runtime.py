@@ -67,9 +67,11 @@ class Runtime:
         self.require_controller().preempt(workload, actor, self.now())
         self.wake()
 
-    def apply_config(self, text: str, source: str) -> QuotaConfig:
-        """Validate and apply a new quota file (ConfigError or ReloadRejected leave the old one in force)."""
-        config = load_config_text(text, source=source)
+    def apply_config(self, text: str, source: str, config: QuotaConfig | None = None) -> QuotaConfig:
+        """Validate and apply a new quota file (ConfigError or ReloadRejected leave the old one in force); `config`
+        is `text` already validated (elsewhere, off the event loop), so it is not parsed again."""
+        if config is None:
+            config = load_config_text(text, source=source)
         if self.controller is not None:
             self.controller.reload(config, text, source, self.now())
         self.config, self.config_text = config, text
