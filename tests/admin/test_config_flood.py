@@ -5,16 +5,12 @@ answering meanwhile."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import aiohttp
-from aiohttp import web
 
-from admin.app import build_app
 from admin.auth import TokenStore, add_token
-from kuota.runtime import Runtime
-from quota.config import QuotaConfig
+from tests.admin.stall import health_timed, serve
 
 BOMB = "\n".join(
     ['a0: &a0 ["x","x","x","x","x","x","x","x","x"]']
@@ -24,12 +20,7 @@ BOMB = "\n".join(
 
 async def test_alias_bombs_to_validate_and_diff_do_not_stall_health_checks(tmp_path: Path) -> None:
     token = add_token(tmp_path / "tokens.yaml", "viewer", "viewer")
-    runner = web.AppRunner(build_app(Runtime(QuotaConfig(), ""), TokenStore.from_file(tmp_path / "tokens.yaml")))
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
-    health: list[float] = []
+    runner, url = await serve(TokenStore.from_file(tmp_path / "tokens.yaml"))
     try:
         async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
 
@@ -38,17 +29,8 @@ async def test_alias_bombs_to_validate_and_diff_do_not_stall_health_checks(tmp_p
                     assert response.status == 200, await response.text()
                     return await response.json()  # type: ignore[no-any-return]
 
-            async def probe() -> None:
-                while True:
-                    started = time.perf_counter()
-                    async with http.get(f"{url}/healthz") as response:
-                        assert response.status == 200
-                    health.append(time.perf_counter() - started)
-                    await asyncio.sleep(0.01)
-
-            prober = asyncio.create_task(probe())
-            answers = await asyncio.gather(*(hostile(p) for p in ("validate", "diff", "validate", "diff")))
-            prober.cancel()
+            async with health_timed(http, url) as health:
+                answers = await asyncio.gather(*(hostile(p) for p in ("validate", "diff", "validate", "diff")))
     finally:
         await runner.cleanup()
     for answer in answers:

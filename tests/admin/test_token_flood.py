@@ -12,23 +12,11 @@ import time
 from pathlib import Path
 
 import aiohttp
-from aiohttp import web
 
-from admin.app import build_app
 from admin.auth import HASHING_AT_ONCE, HASHING_WAITING, TokenStore, add_token, read_token_file
-from kuota.runtime import Runtime
-from quota.config import QuotaConfig
+from tests.admin.stall import health_timed, serve
 
 FLOOD = 60
-
-
-async def serve(tokens: TokenStore) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(build_app(Runtime(QuotaConfig(), ""), tokens), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}"
 
 
 async def test_a_flood_of_unknown_tokens_neither_stalls_health_checks_nor_queues_without_bound(tmp_path: Path) -> None:
@@ -39,7 +27,6 @@ async def test_a_flood_of_unknown_tokens_neither_stalls_health_checks_nor_queues
     store = TokenStore.from_file(path)
     assert sum(e.hash.startswith("scrypt:") for e in read_token_file(path)) == 2
     runner, url = await serve(store)
-    health: list[float] = []
     try:
         async with aiohttp.ClientSession() as http:
 
@@ -48,17 +35,8 @@ async def test_a_flood_of_unknown_tokens_neither_stalls_health_checks_nor_queues
                 async with http.get(f"{url}/api/v1/tree", headers=headers) as response:
                     return response.status
 
-            async def probe() -> None:
-                while True:
-                    started = time.perf_counter()
-                    async with http.get(f"{url}/healthz") as response:
-                        assert response.status == 200
-                    health.append(time.perf_counter() - started)
-                    await asyncio.sleep(0.01)
-
-            prober = asyncio.create_task(probe())
-            statuses = await asyncio.gather(*(attempt() for _ in range(FLOOD)))
-            prober.cancel()
+            async with health_timed(http, url) as health:
+                statuses = await asyncio.gather(*(attempt() for _ in range(FLOOD)))
             # A token of a sha256 entry still answers at once during and after the flood.
             async with http.get(f"{url}/api/v1/config", headers={"Authorization": f"Bearer {good}"}) as response:
                 assert response.status != 401
