@@ -28,6 +28,10 @@ RESUME_FROM: Final = "kuota.dev/resume-from"
 ADMITTED_FLAVOR: Final = "kuota.dev/admitted-flavor"
 WORKLOAD_ID: Final = "kuota.dev/workload-id"
 
+# On the pods of kinds held back pod by pod (LeaderWorkerSet, plain Pods): the scheduling gate kuota's webhook
+# creates them with and only kuota removes.
+SCHEDULING_GATE: Final = "kuota.dev/admission"
+
 # On Namespaces: lets the webhook configurations send kuota every Job of a namespace the quota file manages.
 MANAGED_NAMESPACE_LABEL: Final = "kuota.dev/managed"
 

@@ -14,7 +14,19 @@ from workloads.registry import ALL, DEFAULT_KINDS, REGISTRY, Registry, UnknownKi
 
 from .examples import CRDS
 
-ORDER = ("Job", "JobSet", "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob", "RayJob", "RayCluster")
+ORDER = (
+    "Job",
+    "JobSet",
+    "PyTorchJob",
+    "TFJob",
+    "XGBoostJob",
+    "PaddleJob",
+    "JAXJob",
+    "MPIJob",
+    "RayJob",
+    "RayCluster",
+    "LeaderWorkerSet",
+)
 
 #: The CRD file of each registered custom kind.
 CRD_FILES = {
@@ -27,6 +39,7 @@ CRD_FILES = {
     "MPIJob": "mpijob/kubeflow.org_mpijobs.yaml",
     "RayJob": "rayjob/ray.io_rayjobs.yaml",
     "RayCluster": "raycluster/ray.io_rayclusters.yaml",
+    "LeaderWorkerSet": "leaderworkerset/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
 }
 
 
@@ -76,7 +89,8 @@ def test_lookups_of_named_kinds() -> None:
         ("by_resource", ("ray.io", "v1alpha1", "rayjobs")),
         ("by_gvk", ("jobset.x-k8s.io", "v1alpha1", "JobSet")),
         ("by_gvk", ("trainer.kubeflow.org", "v1alpha1", "TrainJob")),
-        ("by_gvk", ("", "v1", "Pod")),
+        ("by_gvk", ("", "v1", "Pods")),
+        ("by_resource", ("", "v1", "statefulsets")),
     ],
 )
 def test_lookups_of_unknown_kinds_find_none(how: str, args: tuple[str, ...]) -> None:
@@ -107,8 +121,8 @@ def test_an_unknown_kind_is_refused_with_the_known_ones() -> None:
 
 
 def test_unknown_kinds_are_all_named() -> None:
-    with pytest.raises(UnknownKind, match=r"^unknown job kinds 'jobset', 'LeaderWorkerSet'; kuota queues: Job, "):
-        REGISTRY.enabled(["jobset", "LeaderWorkerSet"])
+    with pytest.raises(UnknownKind, match=r"^unknown job kinds 'jobset', 'Deployment'; kuota queues: Job, "):
+        REGISTRY.enabled(["jobset", "Deployment"])
 
 
 def test_enabled_kinds_defaults_to_job() -> None:
