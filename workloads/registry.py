@@ -22,6 +22,7 @@ from workloads.kinds.jobset import JOBSET
 from workloads.kinds.kubeflow import JAXJOB, PADDLEJOB, PYTORCHJOB, TFJOB, XGBOOSTJOB
 from workloads.kinds.leaderworkerset import LEADERWORKERSET
 from workloads.kinds.mpijob import MPIJOB
+from workloads.kinds.pod import POD
 from workloads.kinds.raycluster import RAYCLUSTER
 from workloads.kinds.rayjob import RAYJOB
 from workloads.quantities import is_map, mapping
@@ -39,6 +40,7 @@ ALL: tuple[JobKind, ...] = (
     RAYJOB,
     RAYCLUSTER,
     LEADERWORKERSET,
+    POD,
 )
 
 #: (API group, kind) of every kind held back by its own switch: their pods are never queued as pods.

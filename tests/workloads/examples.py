@@ -58,9 +58,11 @@ def _documents(path: Path) -> tuple[Any, ...]:
 
 
 def kind_of(doc: Any) -> JobKind | None:
-    """The registered kind of a parsed document, by its apiVersion and kind."""
+    """The registered kind of a parsed document, by its apiVersion and kind; None for a Pod, which has no pod
+    templates of its own to read: pods are read as the workloads they form (tests/workloads/test_pods.py)."""
     group, _, version = str(doc.get("apiVersion", "")).rpartition("/")
-    return REGISTRY.by_gvk(group, version, str(doc.get("kind", "")))
+    found = REGISTRY.by_gvk(group, version, str(doc.get("kind", "")))
+    return None if found is None or found.plural == "pods" else found
 
 
 def registered(path: Path) -> tuple[JobKind, Obj]:

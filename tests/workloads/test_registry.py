@@ -26,6 +26,7 @@ ORDER = (
     "RayJob",
     "RayCluster",
     "LeaderWorkerSet",
+    "Pod",
 )
 
 #: The CRD file of each registered custom kind.
