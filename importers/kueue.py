@@ -38,6 +38,22 @@ KUEUE_CONFIG_GROUP = "config.kueue.x-k8s.io"
 #: The Kueue kinds the importer converts, in the order their sections appear in the output.
 KUEUE_KINDS = ("ResourceFlavor", "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue")
 _KNOWN_VERSIONS = ("v1alpha1", "v1beta1", "v1beta2")
+#: Kueue's integration frameworks (each integration's FrameworkName in Kueue's pkg/controller/jobs) → the kinds
+#: kuota queues, for the quota file's jobKinds.
+KUEUE_FRAMEWORKS = {
+    "batch/job": "Job",
+    "jobset.x-k8s.io/jobset": "JobSet",
+    "kubeflow.org/pytorchjob": "PyTorchJob",
+    "kubeflow.org/tfjob": "TFJob",
+    "kubeflow.org/xgboostjob": "XGBoostJob",
+    "kubeflow.org/paddlejob": "PaddleJob",
+    "kubeflow.org/jaxjob": "JAXJob",
+    "kubeflow.org/mpijob": "MPIJob",
+    "ray.io/rayjob": "RayJob",
+    "ray.io/raycluster": "RayCluster",
+    "leaderworkerset.x-k8s.io/leaderworkerset": "LeaderWorkerSet",
+    "pod": "Pod",
+}
 _KINDS = frozenset(KUEUE_KINDS)
 
 Doc = dict[str, Any]
@@ -697,13 +713,39 @@ class _Converter:
                 "Configuration: admissionFairSharing not converted: kuota orders a team's workloads by "
                 "priority and creation time, not by each LocalQueue's usage"
             )
-        converted = {"apiVersion", "kind", "fairSharing", "admissionFairSharing"}
+        converted = {"apiVersion", "kind", "fairSharing", "admissionFairSharing", "integrations"}
         ignored = [k for k in config if k not in converted]
         if ignored:
             self.warnings.append(
                 f"Configuration: {', '.join(ignored)} not converted: controller settings, not part of the quota file"
             )
         return out or None
+
+    def job_kinds(self) -> list[str] | None:
+        """kuota's jobKinds from the integration frameworks of the last Kueue Configuration, if it names any."""
+        if not self.configurations:
+            return None
+        integrations = self._mapping(self.configurations[-1].get("integrations"), "Configuration: integrations")
+        frameworks = self._list(integrations.get("frameworks"), "Configuration: integrations.frameworks")
+        kinds: list[str] = []
+        for framework in frameworks:
+            kind = KUEUE_FRAMEWORKS.get(str(framework))
+            if kind is None:
+                self.warnings.append(
+                    f"Configuration: integrations.frameworks {str(framework)[:80]!r} not converted: kuota does not "
+                    f"queue that kind (it queues {', '.join(KUEUE_FRAMEWORKS.values())})"
+                )
+            elif kind not in kinds:
+                kinds.append(kind)
+        if "podOptions" in integrations:
+            self.warnings.append(
+                "Configuration: integrations.podOptions not converted: kuota queues only pods that name a queue "
+                "(kuota.dev/queue or kueue.x-k8s.io/queue-name), outside kube-system and kuota-system"
+            )
+        others = [k for k in integrations if k not in ("frameworks", "podOptions")]
+        if others:
+            self.warnings.append(f"Configuration: integrations.{', integrations.'.join(others)} not converted")
+        return kinds or None
 
     def skipped_warnings(self) -> Iterator[str]:
         for (api_version, kind), count in self.skipped.items():
@@ -744,6 +786,7 @@ def convert(documents: Sequence[Any]) -> ImportResult:
     cohorts = [conv.cohort(name, declared.get(name)) for name in conv.cohort_parents]
     teams = _teams(conv)
     fair_sharing = conv.fair_sharing()
+    job_kinds = conv.job_kinds()
     if fair_sharing is None and any("fairSharing" in holder for holder in [*cohorts, *teams]):
         conv.warnings.append(
             "fairSharing weights were imported, but no Kueue Configuration with fairSharing.enable was "
@@ -758,7 +801,7 @@ def convert(documents: Sequence[Any]) -> ImportResult:
     config: Doc = {"apiVersion": "kuota.dev/v1", "kind": "QuotaConfig"}
     sections: list[tuple[str, Any]] = [
         ("flavors", flavors), ("priorityClasses", classes), ("fairSharing", fair_sharing),
-        ("cohorts", cohorts), ("teams", teams),
+        ("jobKinds", job_kinds), ("cohorts", cohorts), ("teams", teams),
     ]  # fmt: skip
     config.update((key, value) for key, value in sections if value)
     return ImportResult(config, conv.warnings)

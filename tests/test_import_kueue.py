@@ -13,6 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from importers.kueue import (
+    KUEUE_FRAMEWORKS,
     KUEUE_KINDS,
     KueueImportError,
     TemplateError,
@@ -24,6 +25,7 @@ from importers.kueue import (
 from kuota.commands import import_kueue as command
 from quota.config import QuotaConfig
 from quota.loader import load_config_data
+from workloads.registry import REGISTRY
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared"
 MANIFESTS = SHARED / "data" / "manifests"
@@ -254,6 +256,37 @@ def test_gang_scheduling_workflow_reads_the_kueue_configuration() -> None:
     data = converted(result)
     assert data["teams"][0]["quotas"][0]["resources"]["nvidia.com/gpu"] == {"nominal": 256}
     assert "Configuration: " in result.stderr and "waitForPodsReady" in result.stderr
+    # Its integrations.frameworks become the kinds kuota queues, in Kueue's order.
+    assert data["jobKinds"] == [
+        "Job",
+        "MPIJob",
+        "RayJob",
+        "RayCluster",
+        "JobSet",
+        "PaddleJob",
+        "PyTorchJob",
+        "TFJob",
+        "XGBoostJob",
+    ]
+    assert "integrations" not in result.stderr
+
+
+def test_kueues_integration_frameworks_are_kuotas_job_kinds() -> None:
+    assert set(KUEUE_FRAMEWORKS.values()) == set(REGISTRY.names())  # every kind kuota queues, and only those
+    config_doc = """
+---
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+integrations:
+  frameworks: [pod, leaderworkerset.x-k8s.io/leaderworkerset, deployment, pod]
+  podOptions: {namespaceSelector: {matchExpressions: [{key: team, operator: Exists}]}}
+"""
+    config, warnings = convert_text(V1BETA2 + config_doc)
+    assert config["jobKinds"] == ["Pod", "LeaderWorkerSet"]
+    assert any(w.startswith("Configuration: integrations.frameworks 'deployment' not converted") for w in warnings)
+    assert any(w.startswith("Configuration: integrations.podOptions not converted") for w in warnings)
+    plain, _ = convert_text(V1BETA2)
+    assert "jobKinds" not in plain  # no Configuration: kuota's default, Job
 
 
 def test_workflow_found_by_its_repository_layout(tmp_path: Path) -> None:
