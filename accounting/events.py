@@ -16,28 +16,28 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import ClassVar, TypeAlias
 
+from quota.pod_set import PodSet
+from quota.preemption import PreemptionReason
+from quota.tree import FlavorResource
+
 WorkloadId: TypeAlias = str
 """Stable workload identity: ``"KIND/NAMESPACE/NAME"`` (e.g. ``"JobSet/nlp/pretrain"``); never reused."""
 
-FlavorResource: TypeAlias = tuple[str, str]
-"""``(flavor, resource)``, e.g. ``("h100", "nvidia.com/gpu")``."""
+
+def workload_kind(workload_id: WorkloadId) -> str:
+    """The kind an identity names: its first part of `KIND/NAMESPACE/NAME`; identities of the older
+    `NAMESPACE/NAME` form (and the bare names of simulated Jobs) are Jobs."""
+    return workload_id.split("/", 1)[0] if workload_id.count("/") >= 2 else "Job"
+
 
 JsonValue: TypeAlias = bool | int | float | str | Sequence["JsonValue"] | Mapping[str, "JsonValue"] | None
 
 GPU_RESOURCE = "nvidia.com/gpu"
-
-
-class PreemptionReason(StrEnum):
-    WITHIN_TEAM = "WithinTeam"
-    COHORT_RECLAMATION = "CohortReclamation"
-    COHORT_RECLAIM_WHILE_BORROWING = "CohortReclaimWhileBorrowing"
-    COHORT_FAIR_SHARING = "CohortFairSharing"
-    MANUAL = "Manual"
 
 
 class CheckpointVia(StrEnum):
@@ -167,21 +167,14 @@ class _OfPreemption(_Timed):
 # --- parts of events ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PodSet:
-    """A pod set as submitted: ``count`` pods, each requesting ``requests`` ({resource: milli})."""
-
-    name: str
-    count: int
-    requests: Mapping[str, int]
-    min_count: int | None = None
-
-    def __post_init__(self) -> None:
-        _text(self.name, "pod set name")
-        _count(self.count, "pod set count")
-        if self.min_count is not None:
-            _count(self.min_count, "pod set min_count")
-        _set(self, "requests", _milli_by_resource(self.requests, "pod set requests"))
+def _pod_set(value: PodSet) -> PodSet:
+    """A pod set as submitted (quota.pod_set.PodSet: ``count`` pods, each requesting ``requests`` {resource: milli}),
+    checked, with its requests copied."""
+    _text(value.name, "pod set name")
+    _count(value.count, "pod set count")
+    if value.min_count is not None:
+        _count(value.min_count, "pod set min_count")
+    return replace(value, requests=_milli_by_resource(value.requests, "pod set requests"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -222,7 +215,7 @@ class WorkloadSeen:
             _text(getattr(self, attr), attr)
         if type(self.priority) is not int or self.priority not in _INT32:
             raise TypeError(f"priority must be a 32-bit int (as in Kubernetes), got {self.priority!r}")
-        _set(self, "pod_sets", tuple(self.pod_sets))
+        _set(self, "pod_sets", tuple(_pod_set(p) for p in self.pod_sets))
         _set(self, "created_at", _utc(self.created_at, "created_at"))
 
     @property

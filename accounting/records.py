@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from accounting.events import FlavorResource, JsonValue, WorkloadId
+from accounting.events import JsonValue, WorkloadId
+from quota.tree import FlavorResource
 
 
 @dataclass(frozen=True, slots=True)

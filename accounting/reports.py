@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -18,9 +18,10 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from accounting.database import dialect_insert, write_transaction
+from accounting.events import WorkloadId, workload_kind
 from accounting.models import Admission, UsageInterval, UsageRollup, Workload
 from accounting.records import UsageIntervalRecord
-from accounting.repository import list_preemptions, team_usage_intervals
+from accounting.repository import list_preemptions, team_usage_intervals, workload_kinds
 from accounting.usage import (
     Period,
     clip,
@@ -32,14 +33,14 @@ from accounting.usage import (
     to_resource_hours,
 )
 
-Grouping = Literal["team", "flavor", "day"]
-GROUPINGS: tuple[Grouping, ...] = ("team", "flavor", "day")
+Grouping = Literal["team", "flavor", "kind", "day"]
+GROUPINGS: tuple[Grouping, ...] = ("team", "flavor", "kind", "day")
 
 
 @dataclass(frozen=True, slots=True)
 class UsageRow:
-    """Usage of ``resource`` by one team, one flavor, or on one UTC day (``key``: the team, flavor or
-    ``YYYY-MM-DD``)."""
+    """Usage of ``resource`` by one team, one flavor, one kind of workload, or on one UTC day (``key``: the team,
+    flavor, kind or ``YYYY-MM-DD``)."""
 
     key: str
     resource: str
@@ -70,9 +71,11 @@ def summarize_usage(
     by: Grouping = "team",
     resource: str | None = None,
     now: datetime | None = None,
+    kinds: Mapping[WorkloadId, str] | None = None,
 ) -> list[UsageRow]:
     """The arithmetic of ``usage_report`` on intervals already read: clip each to [start, end), open ones
-    running until ``end`` or ``now``, whichever is first."""
+    running until ``end`` or ``now``, whichever is first. By kind, a workload's kind is the one ``kinds`` (the
+    ledger's workloads) records, or else the one its identity names."""
     _check_period(start, end)
     if by not in GROUPINGS:
         raise ValueError(f"by must be one of {', '.join(GROUPINGS)}, got {by!r}")
@@ -89,7 +92,10 @@ def summarize_usage(
             for day, lo, hi in split_by_period(*piece, "day"):
                 totals[(day.date().isoformat(), interval.resource)] += milli_micros(interval.quantity_milli, lo, hi)
         else:
-            key = interval.team if by == "team" else interval.flavor
+            if by == "kind":
+                key = (kinds or {}).get(interval.workload_id) or workload_kind(interval.workload_id)
+            else:
+                key = interval.team if by == "team" else interval.flavor
             totals[(key, interval.resource)] += milli_micros(interval.quantity_milli, *piece)
     return [UsageRow(key, res, amount) for (key, res), amount in sorted(totals.items()) if amount > 0]
 
@@ -103,11 +109,13 @@ async def usage_report(
     resource: str | None = None,
     now: datetime | None = None,
 ) -> list[UsageRow]:
-    """Usage in [start, end) grouped by team, flavor or UTC day, one row per (key, resource), sorted.
-    ``now`` (default: the wall clock; the simulator passes its virtual time) bounds still-running intervals."""
+    """Usage in [start, end) grouped by team, flavor, kind of workload or UTC day, one row per (key, resource),
+    sorted. ``now`` (default: the wall clock; the simulator passes its virtual time) bounds still-running
+    intervals."""
     _check_period(start, end)
     intervals = await team_usage_intervals(engine, start, end)
-    return summarize_usage(intervals, start, end, by=by, resource=resource, now=now)
+    kinds = await workload_kinds(engine, start, end) if by == "kind" else None
+    return summarize_usage(intervals, start, end, by=by, resource=resource, now=now, kinds=kinds)
 
 
 # --- waits ------------------------------------------------------------------------------------------------------

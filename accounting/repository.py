@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TypeVar
 
 from sqlalchemy import Select, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
@@ -29,6 +30,8 @@ from accounting.records import (
     WorkloadRecord,
 )
 from accounting.rows import flavor_resource_map
+
+_T = TypeVar("_T")
 
 # Events stamped with the same instant are shown in lifecycle order.
 _LIFECYCLE_RANK = {event_type.kind: rank for rank, event_type in enumerate(WORKLOAD_EVENT_TYPES)}
@@ -123,10 +126,20 @@ async def team_usage_intervals(
 ) -> list[UsageIntervalRecord]:
     """Every interval that overlaps [since, until) (open-ended when ``until`` is None), unclipped, by start time.
     Fair-share credits decay usage from these alone, so they can be recomputed after any restart."""
-    query = select(UsageInterval).where(or_(UsageInterval.ended_at.is_(None), UsageInterval.ended_at > since))
-    if until is not None:
-        query = query.where(UsageInterval.started_at < until)
-    return await _intervals(engine, query)
+    return await _intervals(engine, _overlapping(select(UsageInterval), since, until))
+
+
+async def workload_kinds(engine: AsyncEngine, since: datetime, until: datetime | None = None) -> dict[WorkloadId, str]:
+    """The recorded kind of every workload with a usage interval overlapping [since, until)."""
+    used = _overlapping(select(UsageInterval.workload_id), since, until)
+    query = select(Workload.id, Workload.kind).where(Workload.id.in_(used))
+    async with AsyncSession(engine) as session:
+        return {workload_id: kind for workload_id, kind in await session.execute(query)}
+
+
+def _overlapping(query: Select[_T], since: datetime, until: datetime | None) -> Select[_T]:
+    query = query.where(or_(UsageInterval.ended_at.is_(None), UsageInterval.ended_at > since))
+    return query if until is None else query.where(UsageInterval.started_at < until)
 
 
 async def config_versions(engine: AsyncEngine, *, limit: int = 20) -> list[ConfigVersionRecord]:

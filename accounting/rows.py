@@ -23,7 +23,6 @@ from accounting.events import (
     ConfigApplied,
     Evicted,
     Finished,
-    FlavorResource,
     Held,
     IntervalsClosedOnRecovery,
     LedgerEvent,
@@ -32,14 +31,21 @@ from accounting.events import (
     Requeued,
     Suspended,
     WorkloadSeen,
+    workload_kind,
 )
+from quota.pod_set import PodSet
+from quota.tree import FlavorResource
 
 Row = dict[str, Any]
 
 _FLAVOR_RESOURCE_FIELDS = frozenset({"usage", "borrowed"})
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
+_FIELDS: dict[type, tuple[str, ...]] = {
+    # A pod set as submitted; its node selector only rules flavors in or out for the engine, and the ledger has
+    # never stored it.
+    PodSet: ("name", "count", "requests", "min_count"),
+}
 
 
 def _dataclass_fields(value: Any) -> dict[str, Any]:
@@ -149,9 +155,7 @@ def _add(plan: WritePlan, event: LedgerEvent) -> None:
             plan.workloads.append(
                 {
                     "id": event.workload_id,
-                    # The identity's kind (`KIND/NAMESPACE/NAME`); identities of the older `NAMESPACE/NAME` form
-                    # were Jobs.
-                    "kind": event.workload_id.split("/", 1)[0] if event.workload_id.count("/") >= 2 else "Job",
+                    "kind": workload_kind(event.workload_id),
                     "name": event.name,
                     "namespace": event.namespace,
                     "team": event.team,

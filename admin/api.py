@@ -9,9 +9,12 @@ from typing import Any
 
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from admin.auth import Access, Principal
+from admin.ports import RuntimePort
 from admin.problems import ApiProblem
+from queues.read_model import ControllerReader
 
 PRINCIPAL_KEY = web.RequestKey("principal", Principal)
 
@@ -143,21 +146,21 @@ def _errors(exc: ValidationError) -> list[dict[str, Any]]:
     return [{"loc": [str(p) for p in e["loc"]], "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
 
 
-RUNTIME_KEY = web.AppKey("runtime", object)
+RUNTIME_KEY: web.AppKey[RuntimePort] = web.AppKey("runtime")
 
 
-def runtime_of(ctx: Context) -> Any:
+def runtime_of(ctx: Context) -> RuntimePort:
     return ctx.app[RUNTIME_KEY]
 
 
-def controller_of(ctx: Context) -> Any:
+def controller_of(ctx: Context) -> ControllerReader:
     controller = runtime_of(ctx).controller
     if controller is None:
         raise ApiProblem(503, "this replica does not run the controller: ask the leader's admin API")
     return controller
 
 
-def engine_of(ctx: Context) -> Any:
+def engine_of(ctx: Context) -> AsyncEngine:
     ledger = runtime_of(ctx).ledger
     if ledger is None:
         raise ApiProblem(503, "this process has no ledger (start it with a database)")

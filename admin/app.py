@@ -8,9 +8,10 @@ from prometheus_client import CollectorRegistry
 
 from admin import dashboard, routes_config, routes_health, routes_ledger, routes_state, routes_workloads
 from admin.api import PRINCIPAL_KEY, RUNTIME_KEY, Route
-from admin.auth import TokenStore
+from admin.auth import TokenStore, TooManyAttempts
 from admin.metrics import REGISTRY, RuntimeCollector
 from admin.openapi import openapi_document
+from admin.ports import RuntimePort
 from admin.problems import Handler, problem_middleware, problem_response
 from admin.routes_health import OPENAPI_KEY, REGISTRY_KEY
 
@@ -25,7 +26,7 @@ def all_routes() -> list[Route]:
 
 
 def build_app(
-    runtime: object,
+    runtime: RuntimePort,
     tokens: TokenStore,
     registry: CollectorRegistry | None = None,
     *,
@@ -60,7 +61,12 @@ async def _auth_middleware(request: web.Request, handler: Handler) -> web.Stream
     if scheme.lower() != "bearer" or not token.strip():
         return problem_response(401, "send a bearer token: Authorization: Bearer <token>", request.path)
     tokens = request.app[TOKENS_KEY]
-    principal = tokens.authenticate(token.strip())
+    try:
+        principal = await tokens.authenticate_async(token.strip())
+    except TooManyAttempts as exc:
+        response = problem_response(429, str(exc), request.path)
+        response.headers["Retry-After"] = "1"
+        return response
     if principal is None:
         return problem_response(401, tokens.why_empty() or "unknown token", request.path)
     request[PRINCIPAL_KEY] = principal

@@ -11,6 +11,7 @@ release and preempt its own team's workloads.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import secrets
@@ -22,6 +23,15 @@ from typing import Any
 import yaml
 
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
+SCRYPT_MAX_N = 2**20
+SCRYPT_MAX_MEMORY = 32 * 1024 * 1024 - 1024 * 1024  # under hashlib's 32 MiB default, with room for its overhead
+
+#: scrypt checks run at once (each takes tens of milliseconds of a core), and how many may wait for one; beyond
+#: that an unknown token is refused with 429 at once instead of queueing work behind it.
+HASHING_AT_ONCE = 2
+HASHING_WAITING = 16
+#: Unknown tokens remembered (by their SHA-256), so that the same wrong token sent again costs no scrypt work.
+REMEMBERED_UNKNOWN = 4096
 
 
 class Access(StrEnum):
@@ -29,6 +39,10 @@ class Access(StrEnum):
     READ = "read"
     TEAM_ACTION = "team-action"
     ADMIN = "admin"
+
+
+class TooManyAttempts(Exception):
+    """Too many unknown tokens are being checked at once: the request is refused (429), not queued."""
 
 
 class TokenFileError(ValueError):
@@ -121,8 +135,17 @@ def _valid_hash(value: str) -> bool:
             return len(rest) == 64 and bytes.fromhex(rest) is not None
         if scheme == "scrypt":
             n, r, p, salt, digest = rest.split(":")
+            cost, block, parallel = int(n), int(r), int(p)
+            # Powers of two, and at most what fits hashlib's 32 MiB default (128·n·r bytes): a file asking for
+            # more would make every login fail, or take seconds.
             return (
-                int(n) > 1 and int(r) > 0 and int(p) > 0 and bool(bytes.fromhex(salt)) and bool(bytes.fromhex(digest))
+                1 < cost <= SCRYPT_MAX_N
+                and cost & (cost - 1) == 0
+                and 0 < block <= 32
+                and 0 < parallel <= 16
+                and 128 * cost * block <= SCRYPT_MAX_MEMORY
+                and bool(bytes.fromhex(salt))
+                and bool(bytes.fromhex(digest))
             )
     except ValueError:
         return False
@@ -155,6 +178,9 @@ class TokenStore:
         self._entries = list(entries or [])
         self._stamp: tuple[float, int] | None = None
         self._cache: dict[str, Principal] = {}
+        self._unknown: dict[str, None] = {}
+        self._hashing = asyncio.Semaphore(HASHING_AT_ONCE)
+        self._waiting = 0
         self._seen_file = False
         if path is not None:
             self._reload(force=True)
@@ -192,19 +218,69 @@ class TokenStore:
         self._seen_file = True
         self._stamp = stamp
         self._cache.clear()
+        self._unknown.clear()  # a token unknown before may be in the new file
 
     def authenticate(self, token: str) -> Principal | None:
+        """The principal of `token`, checking every entry here and now (scrypt ones too): for commands and tests.
+        The server calls `authenticate_async`, which keeps scrypt off the event loop."""
         self._reload()
         digest = hashlib.sha256(token.encode()).hexdigest()
+        found = self._fast(digest)
+        if found is not None or digest in self._unknown:
+            return found
+        return self._remember(digest, self._slow(token, digest))
+
+    async def authenticate_async(self, token: str) -> Principal | None:
+        """As `authenticate`, with the scrypt entries checked in a worker thread, a few at a time.
+
+        SHA-256 entries and tokens seen before answer at once. An unknown token with scrypt entries in the file
+        costs one scrypt per entry: at most HASHING_AT_ONCE run (in threads: hashlib's scrypt releases the GIL),
+        HASHING_WAITING more may wait, and past that TooManyAttempts says to retry later, so a flood of made-up
+        tokens cannot stall health checks, webhook reviews or the controller that share this process."""
+        self._reload()
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        found = self._fast(digest)
+        if found is not None or digest in self._unknown or not self._scrypt:
+            return found
+        if self._waiting >= HASHING_WAITING:
+            raise TooManyAttempts("too many token checks in flight; retry in a second")
+        self._waiting += 1
+        try:
+            async with self._hashing:
+                principal = await asyncio.to_thread(self._slow, token, digest)
+        finally:
+            self._waiting -= 1
+        return self._remember(digest, principal)
+
+    def _fast(self, digest: str) -> Principal | None:
         cached = self._cache.get(digest)
         if cached is not None:
             return cached
         for entry in self._entries:
-            if entry.matches(token, digest):
-                principal = Principal(entry.name, entry.role)
-                self._cache[digest] = principal
+            scheme, _, expected = entry.hash.partition(":")
+            if scheme == "sha256" and hmac.compare_digest(expected, digest):
+                principal = self._cache[digest] = Principal(entry.name, entry.role)
                 return principal
         return None
+
+    def _slow(self, token: str, digest: str) -> Principal | None:
+        for entry in self._scrypt:
+            if entry.matches(token, digest):
+                return Principal(entry.name, entry.role)
+        return None
+
+    def _remember(self, digest: str, principal: Principal | None) -> Principal | None:
+        if principal is not None:
+            self._cache[digest] = principal
+            return principal
+        if len(self._unknown) >= REMEMBERED_UNKNOWN:
+            self._unknown.pop(next(iter(self._unknown)))  # the oldest: dicts keep insertion order
+        self._unknown[digest] = None
+        return None
+
+    @property
+    def _scrypt(self) -> list[TokenEntry]:
+        return [entry for entry in self._entries if entry.hash.startswith("scrypt:")]
 
 
 def add_token(path: Path, name: str, role: str, scheme: str = "sha256") -> str:

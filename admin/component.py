@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ssl
 from pathlib import Path
-from typing import Any
 
 import structlog
 from aiohttp import web
@@ -12,8 +11,7 @@ from aiohttp import web
 from admin.app import build_app
 from admin.auth import TokenFileError, TokenStore
 from admin.metrics import REGISTRY
-
-DEFAULT_PORT = 9443
+from admin.ports import AdminOptions, RuntimePort
 
 log = structlog.get_logger("kuota.admin")
 
@@ -24,7 +22,7 @@ class AdminStartError(Exception):
 
 class AdminComponent:
     def __init__(
-        self, runtime: Any, tokens: TokenStore, host: str, port: int, tls: ssl.SSLContext | None = None
+        self, runtime: RuntimePort, tokens: TokenStore, host: str, port: int, tls: ssl.SSLContext | None = None
     ) -> None:
         self.host, self.port, self.tls = host, port, tls
         self.app = build_app(runtime, tokens, REGISTRY)
@@ -52,15 +50,15 @@ class AdminComponent:
             self._runner = None
 
 
-def make_admin_component(options: Any, runtime: Any) -> AdminComponent:
+def make_admin_component(options: AdminOptions, runtime: RuntimePort) -> AdminComponent:
     """Factory for serve's COMPONENTS["admin"]; reads the token file and certificates now so mistakes stop serve
     before anything starts."""
-    token_file: Path | None = getattr(options, "admin_token_file", None)
+    token_file = options.admin_token_file
     try:
         tokens = TokenStore.from_file(Path(token_file)) if token_file is not None else TokenStore()
     except TokenFileError as exc:
         raise AdminStartError(str(exc)) from None
-    cert, key = getattr(options, "admin_tls_cert", None), getattr(options, "admin_tls_key", None)
+    cert, key = options.admin_tls_cert, options.admin_tls_key
     tls = None
     if (cert is None) != (key is None):
         raise AdminStartError("--admin-tls-cert and --admin-tls-key go together")
@@ -70,6 +68,4 @@ def make_admin_component(options: Any, runtime: Any) -> AdminComponent:
             tls.load_cert_chain(str(cert), str(key))
         except (OSError, ValueError) as exc:
             raise AdminStartError(f"cannot load the admin TLS certificate and key: {exc}") from None
-    host = getattr(options, "admin_host", "0.0.0.0")
-    port = getattr(options, "admin_port", DEFAULT_PORT)
-    return AdminComponent(runtime, tokens, host, port, tls)
+    return AdminComponent(runtime, tokens, options.admin_host, options.admin_port, tls)

@@ -12,13 +12,16 @@ that tests and several servers in one process do not collide.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from admission.workload import FlavorResource, PreemptionReason, Workload
+from admin.ports import RuntimePort
+from admission.workload import Workload
+from queues.read_model import ControllerReader, QueueManagerReader
+from quota.preemption import PreemptionReason
+from quota.tree import FlavorResource, QuotaTree
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -205,7 +208,7 @@ def metrics_journal(registry: CollectorRegistry = REGISTRY) -> MetricsJournal:
 class RuntimeCollector(Collector):
     """Gauges computed from the runtime at scrape time: queues, quota, usage, borrowing, shares, credits, ledger."""
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: RuntimePort) -> None:
         self.runtime = runtime
 
     def describe(self) -> Iterator[Metric]:
@@ -232,7 +235,7 @@ class RuntimeCollector(Collector):
         yield from _credit_gauges(controller, runtime.now())
 
 
-def _queue_gauges(manager: Any) -> Iterator[Metric]:
+def _queue_gauges(manager: QueueManagerReader) -> Iterator[Metric]:
     pending = GaugeMetricFamily("kuota_pending_workloads", "Pending workloads", labels=["team", "status"])
     running = GaugeMetricFamily("kuota_admitted_active_workloads", "Admitted workloads running", labels=["team"])
     evicting = GaugeMetricFamily("kuota_evicting_workloads", "Workloads being evicted", labels=["team"])
@@ -256,7 +259,7 @@ def _queue_gauges(manager: Any) -> Iterator[Metric]:
     yield from (pending, running, evicting, held)
 
 
-def _quota_gauges(live: Any) -> Iterator[Metric]:
+def _quota_gauges(live: QuotaTree) -> Iterator[Metric]:
     labels = ["team", "flavor", "resource"]
     nominal = GaugeMetricFamily("kuota_team_nominal_quota", "Nominal quota (units)", labels=labels)
     borrowing = GaugeMetricFamily("kuota_team_borrowing_limit", "Borrowing limit (units)", labels=labels)
@@ -293,7 +296,7 @@ def _quota_gauges(live: Any) -> Iterator[Metric]:
     yield from (nominal, borrowing, lending, usage, borrowed, cohort_usage, cohort_quota, share)
 
 
-def _credit_gauges(controller: Any, now: int) -> Iterator[Metric]:
+def _credit_gauges(controller: ControllerReader, now: int) -> Iterator[Metric]:
     credit = GaugeMetricFamily("kuota_fair_share_credit", "Fair-share credit S - U per team", labels=["team"])
     factor = GaugeMetricFamily("kuota_fair_share_factor", "Fair-share factor F = 2^(-U/S) per team", labels=["team"])
     for team, c in sorted(controller.credits.credits(now).items()):

@@ -1,21 +1,46 @@
 """What admin needs from the process it runs in (kuota.runtime.Runtime fits): described here as a Protocol
-because admin sits below the composition root and must not import it."""
+because admin sits below the composition root and must not import it.
+
+Everything admin reads is a read-only property, so that the process's own (wider, mutable) attributes fit; the
+controller and its loop are read through queues.read_model, and changed only through `hold`, `release`, `preempt`
+and `apply_config`, which the process carries out on the scheduling loop.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Protocol
 
 from accounting.ledger import Ledger
+from queues.read_model import ControllerReader, LoopReader
 from quota.config import QuotaConfig
 
 
 class RuntimePort(Protocol):
-    config: QuotaConfig
-    config_text: str
-    ledger: Ledger | None
-    controller: Any
-    """queues.controller.Controller, or None on a replica that does not run it."""
-    leader: bool
+    @property
+    def config(self) -> QuotaConfig: ...
+
+    @property
+    def config_text(self) -> str: ...
+
+    @property
+    def config_path(self) -> Path | None:
+        """The quota file the process was started with (None: given inline or from a ConfigMap)."""
+        ...
+
+    @property
+    def ledger(self) -> Ledger | None: ...
+
+    @property
+    def controller(self) -> ControllerReader | None:
+        """None on a replica that does not run the controller."""
+        ...
+
+    @property
+    def loop(self) -> LoopReader | None: ...
+
+    @property
+    def leader(self) -> bool: ...
 
     def now(self) -> int: ...
 
@@ -26,3 +51,22 @@ class RuntimePort(Protocol):
     def preempt(self, workload: str, actor: str) -> None: ...
 
     def apply_config(self, text: str, source: str) -> QuotaConfig: ...
+
+
+class AdminOptions(Protocol):
+    """The options of `kuota serve` the admin component reads."""
+
+    @property
+    def admin_host(self) -> str: ...
+
+    @property
+    def admin_port(self) -> int: ...
+
+    @property
+    def admin_token_file(self) -> Path | None: ...
+
+    @property
+    def admin_tls_cert(self) -> Path | None: ...
+
+    @property
+    def admin_tls_key(self) -> Path | None: ...

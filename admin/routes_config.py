@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Any
 
 from admin.api import Context, Router, runtime_of
 from admin.auth import Access
@@ -19,8 +18,11 @@ from admin.models import (
     Quantity,
     QuotaChange,
 )
+from admin.ports import RuntimePort
 from admin.problems import ApiProblem
 from admin.routes_workloads import audit
+from admission.workload import Workload
+from queues.read_model import ControllerReader
 from quota.config import QuotaConfig
 from quota.loader import ConfigError, format_path, load_config_text
 from quota.quantity import format_resource
@@ -36,7 +38,7 @@ def sha256(text: str) -> str:
 @router.add("GET", "/api/v1/config", summary="The quota file in force", response=ConfigCurrent, tag="config")
 async def current(ctx: Context) -> ConfigCurrent:
     runtime = runtime_of(ctx)
-    path = getattr(runtime, "config_path", None)
+    path = runtime.config_path
     return ConfigCurrent(
         sha256=sha256(runtime.config_text),
         source=str(path) if path is not None else None,
@@ -113,9 +115,9 @@ async def apply(ctx: Context) -> ConfigApplyResult:
     return ConfigApplyResult(applied=True, sha256=after, diff=result)
 
 
-def _diff(runtime: Any, text: str) -> ConfigDiff:
+def _diff(runtime: RuntimePort, text: str) -> ConfigDiff:
     new, problems = _parse(text)
-    old: QuotaConfig = runtime.config
+    old = runtime.config
     if new is None:
         return ConfigDiff(
             valid=False,
@@ -173,7 +175,7 @@ def _changes(old: dict[str, Node], new: dict[str, Node]) -> Iterable[QuotaChange
                     )
 
 
-def _affected(controller: Any, tree: QuotaTree, teams: set[str]) -> list[AffectedWorkload]:
+def _affected(controller: ControllerReader | None, tree: QuotaTree, teams: set[str]) -> list[AffectedWorkload]:
     if controller is None:
         return []
     manager = controller.manager
@@ -222,7 +224,7 @@ def _affected(controller: Any, tree: QuotaTree, teams: set[str]) -> list[Affecte
     return out
 
 
-def _never_fits(tree: QuotaTree, node: Node, workload: Any) -> str | None:
+def _never_fits(tree: QuotaTree, node: Node, workload: Workload) -> str | None:
     """A pending workload whose smallest acceptable request exceeds what any flavor could ever give its team."""
     needed: dict[str, int] = {}
     for ps in workload.pod_sets:

@@ -19,6 +19,7 @@ from admin.models import (
 )
 from admin.problems import ApiProblem
 from admin.views import lent_amounts, node_resources, team_queue_view, workload_view
+from queues.read_model import ControllerReader
 
 router = Router()
 
@@ -69,8 +70,8 @@ async def team(ctx: Context) -> TeamView:
     return _team_view(controller, name, lent_amounts(controller.manager.live), _state_counts(controller))
 
 
-def _state_counts(controller: object) -> dict[tuple[str, str], int]:
-    manager = controller.manager  # type: ignore[attr-defined]
+def _state_counts(controller: ControllerReader) -> dict[tuple[str, str], int]:
+    manager = controller.manager
     counts: dict[tuple[str, str], int] = {}
     for name, state in manager.state.items():
         key = (manager.workloads[name].team, str(state))
@@ -79,9 +80,12 @@ def _state_counts(controller: object) -> dict[tuple[str, str], int]:
 
 
 def _team_view(
-    controller: object, name: str, lent: dict[str, dict[tuple[str, str], int]], counts: dict[tuple[str, str], int]
+    controller: ControllerReader,
+    name: str,
+    lent: dict[str, dict[tuple[str, str], int]],
+    counts: dict[tuple[str, str], int],
 ) -> TeamView:
-    manager = controller.manager  # type: ignore[attr-defined]
+    manager = controller.manager
     live = manager.live
     node = live.teams[name]
     share = live.dominant_resource_share(node)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from accounting import repository
-from accounting.events import AuditEntry
+from accounting.events import AuditEntry, JsonValue
 from accounting.records import PreemptionRecord
 from admin.api import Context, Endpoint, Router, engine_of, runtime_of
 from admin.auth import Access
@@ -22,8 +22,10 @@ from admin.models import (
     PreemptionView,
     WorkloadDetailView,
 )
+from admin.ports import RuntimePort
 from admin.problems import ApiProblem
 from admin.routes_state import live_view
+from queues.read_model import ControllerReader
 from quota.quantity import format_resource
 
 router = Router()
@@ -148,8 +150,9 @@ async def _act(ctx: Context, action: Action) -> ActionResult:
         raise ApiProblem(403, f"{ctx.principal.name} ({ctx.principal.role}) may not {action} {team}'s workloads")
     before = _snapshot(controller, name)
     actor = ctx.principal.name
+    act = {"hold": runtime.hold, "release": runtime.release, "preempt": runtime.preempt}[action]
     try:
-        getattr(runtime, action)(name, actor)
+        act(name, actor)
     except KeyError:
         raise ApiProblem(404, f"no live workload {name!r}") from None
     except ValueError as exc:
@@ -160,14 +163,14 @@ async def _act(ctx: Context, action: Action) -> ActionResult:
     return ActionResult(workload=name, action=action, actor=actor, before=before, after=after)
 
 
-def _snapshot(controller: Any, name: str) -> dict[str, Any]:
+def _snapshot(controller: ControllerReader, name: str) -> dict[str, JsonValue]:
     manager = controller.manager
     if name not in manager.workloads:
         return {"state": "gone"}
     return {"state": str(manager.state[name]), "held": name in manager.held}
 
 
-def audit(runtime: Any, actor: str, action: str, target: str, before: Any, after: Any) -> None:
+def audit(runtime: RuntimePort, actor: str, action: str, target: str, before: JsonValue, after: JsonValue) -> None:
     entry = AuditEntry(actor=actor, action=action, target=target, before=before, after=after, at=datetime.now(UTC))
     if runtime.ledger is None:
         # Without a ledger the log is the only record; the action itself was allowed, so it still happens.

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from admin.models import PodSetView, Quantity, ResourceAmounts, TeamQueueView, WorkloadView
+from queues.read_model import ControllerReader, QueueManagerReader
 from quota.tree import Node, QuotaTree
 
 PENDING_STATES = ("pending",)
@@ -75,7 +74,9 @@ def lent_amounts(tree: QuotaTree) -> dict[str, dict[tuple[str, str], int]]:
     return out
 
 
-def workload_view(controller: Any, name: str, positions: dict[str, tuple[int, int]] | None = None) -> WorkloadView:
+def workload_view(
+    controller: ControllerReader, name: str, positions: dict[str, tuple[int, int]] | None = None
+) -> WorkloadView:
     manager = controller.manager
     workload = manager.workloads[name]
     state = str(manager.state[name])
@@ -131,7 +132,7 @@ def workload_view(controller: Any, name: str, positions: dict[str, tuple[int, in
     )
 
 
-def pending_status(manager: Any, name: str) -> str:
+def pending_status(manager: QueueManagerReader, name: str) -> str:
     if name in manager.held:
         return "held"
     if name in manager.awaiting:
@@ -143,7 +144,9 @@ def pending_status(manager: Any, name: str) -> str:
     return "active"
 
 
-def team_queue_view(controller: Any, team: str, limit: int, positions: dict[str, tuple[int, int]]) -> TeamQueueView:
+def team_queue_view(
+    controller: ControllerReader, team: str, limit: int, positions: dict[str, tuple[int, int]]
+) -> TeamQueueView:
     manager = controller.manager
     queue = manager.queues[team]
     spec = manager.live.teams[team].team

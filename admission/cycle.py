@@ -16,9 +16,10 @@ from admission.flavors import Assignment, FlavorAssigner, Mode, Outcome, Preempt
 from admission.ordering import Entry, order_heads
 from admission.preemption import PreemptionRequest, Target, find_targets
 from admission.snapshot import Snapshot
-from admission.workload import FlavorResource, PreemptionReason, Workload
+from admission.workload import Workload
 from quota.config import ReclaimPolicy
-from quota.tree import Node
+from quota.preemption import PreemptionReason
+from quota.tree import FlavorResource, Node
 
 
 class Verdict(StrEnum):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from admission.never_fits import PODS, label_keys, requests_at, selector_admits
-from admission.workload import FlavorResource, PodSet, Workload
+from admission.workload import Workload
 from quota.config import (
     BorrowPolicy,
     FlavorFungibility,
@@ -22,8 +22,9 @@ from quota.config import (
     QuotaConfig,
     ReclaimPolicy,
 )
+from quota.pod_set import PodSet
 from quota.quantity import format_resource
-from quota.tree import Node, QuotaTree
+from quota.tree import FlavorResource, Node, QuotaTree
 
 
 class Mode(IntEnum):

@@ -13,7 +13,7 @@ Pure: a quota file in, answers out; the per-team maxima are computed once per qu
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -116,11 +116,19 @@ class Capacity:
 
     def never_fits(self, workload: Workload) -> str | None:
         """Why `workload` can never be admitted (what is short, and what to do), or None when it could be."""
-        for pod_set in workload.pod_sets:
-            reason = self.pod_set_never_fits(workload.team, pod_set)
+        return self.pod_sets_never_fit(workload.team, workload.pod_sets)
+
+    def pod_sets_never_fit(self, team_name: str, pod_sets: Sequence[PodSetShape]) -> str | None:
+        """Why a workload of these pod sets can never be admitted: one pod set that never fits, or a gang whose pod
+        sets each fit but never all at once (a JobSet's, a PyTorchJob's are admitted together or not at all)."""
+        for pod_set in pod_sets:
+            reason = self.pod_set_never_fits(team_name, pod_set)
             if reason is not None:
                 return reason
-        return None
+        team = self.teams.get(team_name)
+        if team is None or len(pod_sets) < 2:
+            return None
+        return _gang_never_fits(team, pod_sets)
 
     def pod_set_never_fits(self, team_name: str, pod_set: PodSetShape) -> str | None:
         """Why one pod set of a workload of `team_name` can never be admitted, or None (also for unknown teams)."""
@@ -199,6 +207,40 @@ def _group_never_fits(
         f"(at most {per_flavor}); lower spec.parallelism or the per-pod requests, "
         f"or use a queue of a team with more quota"
     )
+
+
+def _gang_never_fits(team: TeamCapacity, pod_sets: Sequence[PodSetShape]) -> str | None:
+    """The pod sets' totals against everything the team could ever hold in each resource group, over every flavor
+    some pod set's nodeSelector allows. Pod sets may land on different flavors, so this is a bound, not the
+    assignment: it refuses only gangs that no assignment could ever place."""
+    counts_pods = PODS in team.group_of
+    totals = [
+        requests_at(p.requests, p.min_count if p.min_count is not None else p.count, counts_pods) for p in pod_sets
+    ]
+    for resource in sorted({r for t in totals for r in t}):
+        group = team.groups[team.group_of[resource]]
+        flavors = [
+            f
+            for f in group.flavors
+            if any(
+                resource in t and selector_admits(f.labels, p.node_selector, group.label_keys)
+                for p, t in zip(pod_sets, totals, strict=True)
+            )
+        ]
+        wanted = sum(t.get(resource, 0) for t in totals)
+        most = sum(f.maximum.get(resource, 0) for f in flavors)
+        if wanted > most:
+            parts = " + ".join(format_resource(resource, t.get(resource, 0)) for t in totals)
+            per_flavor = ", ".join(
+                f"{f.name}: {format_resource(resource, f.maximum.get(resource, 0))}" for f in flavors
+            )
+            return (
+                f"this workload's {len(pod_sets)} pod sets need {format_resource(resource, wanted)} {resource} "
+                f"together ({parts}), and are admitted all at once or not at all, but team {team.name} can never "
+                f"hold more than {format_resource(resource, most)} of it ({per_flavor}); make the pod sets smaller, "
+                f"or use a queue of a team with more quota"
+            )
+    return None
 
 
 def _too_big(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from admission.workload import PodSet
+from quota.pod_set import PodSet
 
 R = TypeVar("R")
 

@@ -23,14 +23,15 @@ from itertools import chain, repeat
 
 from admission.running import CandidateKey, candidate_sort_key
 from admission.snapshot import Snapshot
-from admission.workload import FlavorResource, PreemptionReason, Workload
+from admission.workload import Workload
 from quota.config import (
     BorrowPolicy,
     PreemptionStrategy,
     ReclaimPolicy,
     WithinTeamPolicy,
 )
-from quota.tree import DominantShare, Node
+from quota.preemption import PreemptionReason
+from quota.tree import DominantShare, FlavorResource, Node
 
 
 @dataclass(frozen=True, slots=True)

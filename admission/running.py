@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, MutableMapping, ValuesView
+from typing import TypeVar, overload
 
 from admission.workload import Workload
 
@@ -18,6 +19,7 @@ CandidateKey = tuple[bool, int, int, str]
 """(not evicting, priority, −admitted at, name): smaller keys are taken first."""
 
 _LOWEST = -(2**63)
+_T = TypeVar("_T")
 
 
 def candidate_sort_key(workload: Workload) -> CandidateKey:
@@ -62,7 +64,17 @@ class RunningWorkloads(MutableMapping[str, Workload]):
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
 
-    def get(self, name: str, default: Workload | None = None) -> Workload | None:  # type: ignore[override]
+    # dict's own get, rather than Mapping's (a __getitem__ and a caught KeyError per miss), with Mapping's overloads.
+    @overload
+    def get(self, name: str, /) -> Workload | None: ...
+
+    @overload
+    def get(self, name: str, default: Workload, /) -> Workload: ...
+
+    @overload
+    def get(self, name: str, default: _T, /) -> Workload | _T: ...
+
+    def get(self, name: str, default: object = None, /) -> object:
         return self._by_name.get(name, default)
 
     def keys(self) -> KeysView[str]:

@@ -11,9 +11,9 @@ from contextlib import contextmanager
 from fractions import Fraction
 
 from admission.running import RunningWorkloads
-from admission.workload import FlavorResource, Workload
+from admission.workload import Workload
 from quota.config import QuotaConfig
-from quota.tree import Node, QuotaTree
+from quota.tree import FlavorResource, Node, QuotaTree
 
 
 class Snapshot:

@@ -8,25 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-FlavorResource = tuple[str, str]
-"""(flavor, resource), the unit quota is kept in."""
-
-
-@dataclass(frozen=True, slots=True)
-class PodSet:
-    name: str
-    count: int
-    requests: Mapping[str, int]
-    """Per-pod requests in milli-units."""
-    min_count: int | None = None
-    node_selector: Mapping[str, str] = field(default_factory=dict)
-    """Only labels that flavors define matter: they rule flavors in or out."""
-
-    def total(self, count: int | None = None) -> dict[str, int]:
-        n = self.count if count is None else count
-        return {resource: quantity * n for resource, quantity in self.requests.items()}
+from quota.pod_set import PodSet
+from quota.tree import FlavorResource
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +56,3 @@ class Workload:
                 key = (flavor, resource)
                 held[key] = held.get(key, 0) + quantity * count
         return held
-
-
-class PreemptionReason(StrEnum):
-    WITHIN_TEAM = "WithinTeam"
-    COHORT_RECLAMATION = "CohortReclamation"
-    COHORT_RECLAIM_WHILE_BORROWING = "CohortReclaimWhileBorrowing"
-    COHORT_FAIR_SHARING = "CohortFairSharing"

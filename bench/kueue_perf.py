@@ -13,9 +13,10 @@ from typing import Any
 
 import yaml
 
-from admission.workload import PodSet, Workload
+from admission.workload import Workload
 from quota.config import QuotaConfig
 from quota.loader import load_config_data
+from quota.pod_set import PodSet
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 KUEUE = SHARED / "data" / "manifests" / "kueue"

@@ -44,16 +44,16 @@ from accounting.events import (
     Evicted,
     Finished,
     LedgerEvent,
-    PodSet,
     PodSetAssignment,
     PreemptionIssued,
-    PreemptionReason,
     Requeued,
     Suspended,
     WorkloadSeen,
 )
 from accounting.models import Base
 from accounting.writer import write_events
+from quota.pod_set import PodSet
+from quota.preemption import PreemptionReason
 
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 GPU = "nvidia.com/gpu"

@@ -32,28 +32,13 @@ from quota.config import (
 )
 from quota.quantity import MILLI, QuantityError, parse_quantity
 from quota.rules import is_dns_label, split_queue
+from workloads.registry import REGISTRY
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_CONFIG_GROUP = "config.kueue.x-k8s.io"
 #: The Kueue kinds the importer converts, in the order their sections appear in the output.
 KUEUE_KINDS = ("ResourceFlavor", "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue")
 _KNOWN_VERSIONS = ("v1alpha1", "v1beta1", "v1beta2")
-#: Kueue's integration frameworks (each integration's FrameworkName in Kueue's pkg/controller/jobs) → the kinds
-#: kuota queues, for the quota file's jobKinds.
-KUEUE_FRAMEWORKS = {
-    "batch/job": "Job",
-    "jobset.x-k8s.io/jobset": "JobSet",
-    "kubeflow.org/pytorchjob": "PyTorchJob",
-    "kubeflow.org/tfjob": "TFJob",
-    "kubeflow.org/xgboostjob": "XGBoostJob",
-    "kubeflow.org/paddlejob": "PaddleJob",
-    "kubeflow.org/jaxjob": "JAXJob",
-    "kubeflow.org/mpijob": "MPIJob",
-    "ray.io/rayjob": "RayJob",
-    "ray.io/raycluster": "RayCluster",
-    "leaderworkerset.x-k8s.io/leaderworkerset": "LeaderWorkerSet",
-    "pod": "Pod",
-}
 _KINDS = frozenset(KUEUE_KINDS)
 
 Doc = dict[str, Any]
@@ -722,29 +707,45 @@ class _Converter:
         return out or None
 
     def job_kinds(self) -> list[str] | None:
-        """kuota's jobKinds from the integration frameworks of the last Kueue Configuration, if it names any."""
+        """kuota's jobKinds from the last Kueue Configuration's `integrations.frameworks`, if it names any.
+
+        Kueue names a framework `GROUP/kind` in lower case (`batch/job`, `jobset.x-k8s.io/jobset`, `pod` for the
+        core group); each is matched to the job framework's kind of that group and name, so every registered kind
+        is covered (`leaderworkerset.x-k8s.io/leaderworkerset`, `trainer.kubeflow.org/trainjob`, ...). A framework
+        kuota does not queue is left out with a warning, so that the file still loads."""
         if not self.configurations:
             return None
-        integrations = self._mapping(self.configurations[-1].get("integrations"), "Configuration: integrations")
+        config = self.configurations[-1]
+        integrations = self._mapping(config.get("integrations"), "Configuration: integrations")
         frameworks = self._list(integrations.get("frameworks"), "Configuration: integrations.frameworks")
+        if not frameworks:
+            return None
+        known = {(k.group, k.kind.lower()): k.kind for k in REGISTRY}
         kinds: list[str] = []
-        for framework in frameworks:
-            kind = KUEUE_FRAMEWORKS.get(str(framework))
-            if kind is None:
+        for raw in frameworks:
+            name = self._string(raw, "Configuration: integrations.frameworks[]")
+            if name is None:
+                continue
+            group, _, kind = name.rpartition("/")
+            found = known.get((group, kind.lower()))
+            if found is None:
                 self.warnings.append(
-                    f"Configuration: integrations.frameworks {str(framework)[:80]!r} not converted: kuota does not "
-                    f"queue that kind (it queues {', '.join(KUEUE_FRAMEWORKS.values())})"
+                    f"Configuration: integrations.frameworks {name!r} not converted: kuota does not queue it "
+                    f"(it queues {', '.join(REGISTRY.names())})"
                 )
-            elif kind not in kinds:
-                kinds.append(kind)
+            elif found not in kinds:
+                kinds.append(found)
         if "podOptions" in integrations:
             self.warnings.append(
                 "Configuration: integrations.podOptions not converted: kuota queues only pods that name a queue "
                 "(kuota.dev/queue or kueue.x-k8s.io/queue-name), outside kube-system and kuota-system"
             )
-        others = [k for k in integrations if k not in ("frameworks", "podOptions")]
-        if others:
-            self.warnings.append(f"Configuration: integrations.{', integrations.'.join(others)} not converted")
+        unconverted = [k for k in integrations if k not in ("frameworks", "podOptions")]
+        if unconverted:
+            self.warnings.append(
+                f"Configuration: integrations.{', integrations.'.join(unconverted)} not converted: "
+                "kuota has no equivalent"
+            )
         return kinds or None
 
     def skipped_warnings(self) -> Iterator[str]:
@@ -801,7 +802,7 @@ def convert(documents: Sequence[Any]) -> ImportResult:
     config: Doc = {"apiVersion": "kuota.dev/v1", "kind": "QuotaConfig"}
     sections: list[tuple[str, Any]] = [
         ("flavors", flavors), ("priorityClasses", classes), ("fairSharing", fair_sharing),
-        ("jobKinds", job_kinds), ("cohorts", cohorts), ("teams", teams),
+        ("cohorts", cohorts), ("teams", teams), ("jobKinds", job_kinds),
     ]  # fmt: skip
     config.update((key, value) for key, value in sections if value)
     return ImportResult(config, conv.warnings)

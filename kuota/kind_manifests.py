@@ -2,8 +2,11 @@
 
 config/deploy ships what Job needs. Each other kind needs the same four verbs on its own resource and the same
 webhooks on its own path, so they are made from the Job's: the Job rule and each Job webhook are copied per kind
-with the kind's API group, resource and path (`/mutate/GROUP/VERSION/PLURAL`). Least privilege holds: a kind that
-is not enabled gets no rule and no webhook. Pure: documents in, documents out.
+with the kind's API group, resource and path (`/mutate/GROUP/VERSION/PLURAL`). A kind that reads its pod sets from
+objects it refers to (a TrainJob, from its TrainingRuntime or ClusterTrainingRuntime) also gets `list` and `watch`
+on their kinds, which is all kuota does with them (it never reads one alone, and never writes one), and no webhook
+for them. Least privilege holds: a kind that is not enabled gets no rule and no webhook. Pure: documents in,
+documents out.
 
 The kinds held back pod by pod (LeaderWorkerSet, Pod) differ: kuota only reads a LeaderWorkerSet (get, list,
 watch) and acts on pods instead (get, list and watch the labelled ones; patch to let one go; delete to stop one),
@@ -51,9 +54,16 @@ def widen_rbac(documents: Iterable[Document], kinds: Iterable[JobKind]) -> list[
                     rules.append(widened)
                 if any(isinstance(kind, GatedKind) for kind in kinds):
                     rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": list(POD_VERBS)})
+                rules.extend(_referenced_rules(kinds))
             document["rules"] = rules
         out.append(document)
     return out
+
+
+def _referenced_rules(kinds: Iterable[JobKind]) -> list[Document]:
+    """`list` and `watch` on each kind that the enabled kinds refer to, once each."""
+    seen = dict.fromkeys((r.group, r.plural) for kind in kinds for r in kind.referenced_kinds)
+    return [{"apiGroups": [group], "resources": [plural], "verbs": ["list", "watch"]} for group, plural in seen]
 
 
 def widen_webhooks(documents: Iterable[Document], kinds: Iterable[JobKind]) -> list[Document]:

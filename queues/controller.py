@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from admission.cycle import CycleResult, Verdict
-from admission.workload import FlavorResource, PreemptionReason, Workload
+from admission.workload import Workload
 from queues.cluster import Cluster, Timers
 from queues.journal import Journal, NullJournal
 from queues.manager import QueueManager, State
 from quota.config import DEFAULT_CHECKPOINT_TIMEOUT_MS, QuotaConfig
 from quota.credits import CreditBook
+from quota.preemption import PreemptionReason
+from quota.tree import FlavorResource
 
 CREDIT_REFRESH_MS = 300_000
 _DEADLINE = 0
@@ -73,7 +75,7 @@ class Controller:
         self.manager = QueueManager(config, park_equivalent=True)
         self.cluster = cluster
         self.timers = timers
-        self.journal: Journal = journal if journal is not None else NullJournal()  # type: ignore[assignment]
+        self.journal: Journal = journal if journal is not None else NullJournal()
         self.credits = CreditBook(config)
         self.tracking: dict[str, Tracking] = {}
         self.backoff_base_ms = backoff_base_ms

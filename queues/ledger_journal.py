@@ -12,14 +12,16 @@ from datetime import UTC, datetime
 
 from accounting import events as ev
 from accounting.ledger import Ledger
-from admission.workload import FlavorResource, PreemptionReason, Workload
+from admission.workload import Workload
+from quota.preemption import PreemptionReason
+from quota.tree import FlavorResource
 
 
-def _reason(reason: PreemptionReason | str) -> ev.PreemptionReason:
+def _reason(reason: PreemptionReason | str) -> PreemptionReason:
     try:
-        return ev.PreemptionReason(str(reason))
+        return PreemptionReason(str(reason))
     except ValueError:
-        return ev.PreemptionReason.MANUAL
+        return PreemptionReason.MANUAL
 
 
 class LedgerJournal:
@@ -32,7 +34,11 @@ class LedgerJournal:
         return datetime.fromtimestamp((self.epoch_ms + ms) / 1000, UTC)
 
     def workload_seen(self, workload: Workload, at: int) -> None:
-        namespace, _, name = workload.name.rpartition("/")
+        # `KIND/NAMESPACE/NAME`, or the older `NAMESPACE/NAME` of a Job (a simulated Job may have a bare name).
+        if workload.name.count("/") >= 2:
+            _, namespace, name = workload.name.split("/", 2)
+        else:
+            namespace, _, name = workload.name.rpartition("/")
         self.ledger.record(
             ev.WorkloadSeen(
                 workload_id=workload.name,
@@ -42,10 +48,7 @@ class LedgerJournal:
                 queue=workload.queue or f"{workload.team}/default",
                 priority=workload.priority,
                 priority_class=workload.priority_class,
-                pod_sets=tuple(
-                    ev.PodSet(name=ps.name, count=ps.count, requests=dict(ps.requests), min_count=ps.min_count)
-                    for ps in workload.pod_sets
-                ),
+                pod_sets=workload.pod_sets,
                 created_at=self._at(workload.created_at),
             )
         )

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import structlog
 
 from queues.controller import Controller
+from queues.tasks import BackgroundTasks
 
 log = structlog.get_logger("kuota.loop")
 
@@ -67,7 +68,7 @@ class ControllerLoop:
         self.backpressure = backpressure
         self._wake = asyncio.Event()
         self._stopped = False
-        self._task: asyncio.Task[None] | None = None
+        self._tasks = BackgroundTasks("scheduling loop")
         self.cycles = 0
         self.active = True
         """False while another replica leads: the loop keeps state current but decides nothing."""
@@ -87,14 +88,13 @@ class ControllerLoop:
         self._wake.set()
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self.run(), name="kuota-scheduling-loop")
+        self._tasks.start(self.run(), "kuota-scheduling-loop")
 
     async def stop(self) -> None:
+        """Let the loop finish the step it is in, and end."""
         self._stopped = True
         self._wake.set()
-        if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._tasks.wait()
 
     async def run(self) -> None:
         while not self._stopped:

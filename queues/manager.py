@@ -14,10 +14,11 @@ from fractions import Fraction
 from admission.cycle import CycleResult, Verdict, run_cycle
 from admission.running import RunningWorkloads
 from admission.snapshot import Snapshot
-from admission.workload import Admission, FlavorResource, PreemptionReason, Workload
+from admission.workload import Admission, Workload
 from queues.pending import TeamQueue
 from quota.config import QueueingStrategy, QuotaConfig
-from quota.tree import QuotaTree
+from quota.preemption import PreemptionReason
+from quota.tree import FlavorResource, QuotaTree
 
 
 class State(StrEnum):
@@ -277,12 +278,12 @@ class QueueManager:
         self.blocked.clear()
         self.live = self.tree.copy()
         by_team: dict[str, RunningWorkloads] = {t.name: RunningWorkloads() for t in config.teams}
-        for team, running in self.running_by_team.items():
-            if team not in by_team:
+        for team_name, running in self.running_by_team.items():
+            if team_name not in by_team:
                 continue  # reload refuses to drop a team with live work, so this one is empty
-            by_team[team] = running
+            by_team[team_name] = running
             for name in running:
-                self.live.add_all(self.live.teams[team], self.usage[name])
+                self.live.add_all(self.live.teams[team_name], self.usage[name])
         self.running_by_team = by_team
 
     def _gone(self, victim: str) -> None:

@@ -59,10 +59,20 @@ def format_path(path: Path) -> str:
 def load_config_file(path: str | FilePath) -> QuotaConfig:
     file = FilePath(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        raw = file.read_bytes()
     except OSError as exc:
         raise ConfigError([ConfigProblem((), f"cannot read the file: {exc.strerror}")], str(path)) from None
-    return load_config_text(text, source=str(path))
+    return load_config_text(decode_text(raw, str(path)), source=str(path))
+
+
+def decode_text(raw: bytes, source: str = "") -> str:
+    """UTF-8 text, or a ConfigError saying where the first byte that is not UTF-8 is."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        message = f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start} cannot be decoded"
+        raise ConfigError([ConfigProblem((), message, line)], source) from None
 
 
 def load_config_text(text: str, source: str = "") -> QuotaConfig:
@@ -109,31 +119,125 @@ def _nearest_line(path: Path, lines: LineMap) -> int | None:
     return None
 
 
+#: The deepest nesting a quota file, scenario or mapping may have; the real ones need about ten levels.
+MAX_DEPTH = 64
+#: The most values (keys, items, scalars) a document may hold once its aliases are expanded: far above a
+#: 10,000-team file, far below what an alias bomb (a few lines that expand to billions) would make.
+MAX_VALUES = 1_000_000
+
+#: libyaml's parser when PyYAML has it (several times faster on large files), else PyYAML's own.
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def parse_yaml_with_lines(text: str, source: str = "") -> tuple[Any, LineMap]:
-    """Parse one YAML document and remember the 1-based line of every key and list item."""
+    """Parse one YAML document once, and remember the 1-based line of every key and list item.
+
+    Hostile input gets a clean ConfigError, not a stall or a traceback: nesting deeper than MAX_DEPTH, more than
+    MAX_VALUES values once aliases are expanded, and duplicate keys (YAML says a key appears once; PyYAML would
+    keep the last silently) are refused before anything is built from the document."""
+    loader = _Loader(text)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError([ConfigProblem((), f"not valid YAML: {problem}", line)], source) from None
-    lines: LineMap = {}
-    if node is not None:
-        _walk(node, (), lines)
-    return data, lines
+        try:
+            node = loader.get_single_node()
+        except RecursionError:
+            raise ConfigError([ConfigProblem((), f"nested too deeply (at most {MAX_DEPTH} levels)")], source) from None
+        except yaml.YAMLError as exc:
+            raise _yaml_error(exc, source) from None
+        if node is None:
+            return None, {}
+        walk = _Walk(loader)
+        data = walk.build(node)
+        if walk.problems:
+            raise ConfigError(walk.problems, source)
+        if walk.merges:  # `<<: *defaults` needs PyYAML's merge rules: let its constructor build the document
+            try:
+                data = loader.construct_document(node)
+            except yaml.YAMLError as exc:
+                raise _yaml_error(exc, source) from None
+        return data, walk.lines
+    finally:
+        loader.dispose()
 
 
-def _walk(node: yaml.Node, path: Path, lines: LineMap) -> None:
-    lines.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.value)
-            child = (*path, key)
-            lines[child] = key_node.start_mark.line + 1
-            _walk(value_node, child, lines)
-            lines[child] = key_node.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _walk(item, (*path, index), lines)
+def _yaml_error(exc: yaml.YAMLError, source: str) -> ConfigError:
+    mark = getattr(exc, "problem_mark", None)
+    line = mark.line + 1 if mark is not None else None
+    problem = getattr(exc, "problem", None) or str(exc)
+    return ConfigError([ConfigProblem((), f"not valid YAML: {problem}", line)], source)
+
+
+class _Limit(Exception):
+    """The document is too deep or too large: stop walking at once."""
+
+
+_STR = "tag:yaml.org,2002:str"
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
+
+
+class _Walk:
+    """One pass over the composed document that builds its value and checks it: the line of every key and item,
+    the depth and size bounds, duplicate keys. Building here instead of with PyYAML's constructor halves the time
+    of a large file (the constructor is pure Python, and was a second pass); scalars that are not plain strings
+    (numbers, booleans, null, timestamps, custom tags) still go through the loader's own constructors."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+        self.lines: LineMap = {}
+        self.problems: list[ConfigProblem] = []
+        self.values = 0
+        self.merges = False
+
+    def build(self, node: yaml.Node) -> Any:
+        try:
+            return self._build(node, (), 0)
+        except _Limit:  # the problem is recorded; the rest of the document is not looked at
+            return None
+
+    def _build(self, node: yaml.Node, path: Path, depth: int) -> Any:
+        self.values += 1
+        line = node.start_mark.line + 1
+        if self.values > MAX_VALUES:
+            self.problems.append(
+                ConfigProblem(path, f"more than {MAX_VALUES:,} values (expanded YAML aliases count each time)", line)
+            )
+            raise _Limit
+        if depth > MAX_DEPTH:
+            self.problems.append(ConfigProblem(path, f"nested too deeply (at most {MAX_DEPTH} levels)", line))
+            raise _Limit
+        self.lines.setdefault(path, line)
+        if isinstance(node, yaml.ScalarNode):
+            return node.value if node.tag == _STR else self.loader.construct_object(node, deep=True)
+        if isinstance(node, yaml.SequenceNode) and node.tag == _SEQ:
+            return [self._build(item, (*path, index), depth + 1) for index, item in enumerate(node.value)]
+        if isinstance(node, yaml.MappingNode) and node.tag == _MAP:
+            out: dict[Any, Any] = {}
+            first: dict[Any, int] = {}
+            for key_node, value_node in node.value:
+                key_line = key_node.start_mark.line + 1
+                if isinstance(key_node, yaml.ScalarNode) and key_node.tag == "tag:yaml.org,2002:merge":
+                    self.merges = True
+                    self._build(value_node, path, depth + 1)  # checked and counted; merged by PyYAML afterwards
+                    continue
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.value)
+                child = (*path, key)
+                if key in first:
+                    self.problems.append(ConfigProblem(child, f"duplicate key (first on line {first[key]})", key_line))
+                    continue
+                first[key] = key_line
+                self.lines[child] = key_line
+                value = self._build(value_node, child, depth + 1)
+                self.lines[child] = key_line
+                out[self._key(key_node)] = value
+            return out
+        return self.loader.construct_object(node, deep=True)  # an explicit tag: PyYAML knows what it means
+
+    def _key(self, node: yaml.Node) -> Any:
+        if isinstance(node, yaml.ScalarNode) and node.tag == _STR:
+            return node.value
+        try:
+            key = self.loader.construct_object(node, deep=True)
+            hash(key)
+        except TypeError:
+            return str(node.value)
+        return key

@@ -22,6 +22,7 @@ from functools import cached_property
 from quota.config import Cohort, QuotaConfig, Team, _QuotaHolder
 
 FlavorResource = tuple[str, str]
+"""(flavor, resource), e.g. ("h100", "nvidia.com/gpu"): the unit quota is kept in."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,16 +6,86 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
-from admission.workload import PodSet, Workload
-from clusters.sim.cluster import DEFAULT_HOOK_DELAY_MS, SimJob, Simulation, SimulationStats
-from queues.journal import Journal
+from accounting.events import workload_kind
+from admission.workload import Workload
+from clusters.sim.cluster import DEFAULT_HOOK_DELAY_MS, SimJob, Simulation, SimulationStats, TeamStats
+from queues.journal import Journal, Journals, NullJournal
 from quota.config import QuotaConfig, Team
-from sim.traces import TraceJob
+from quota.pod_set import PodSet
+from quota.tree import FlavorResource
+from sim.traces import DEFAULT_KIND, TraceJob
 
 GPU = "nvidia.com/gpu"
+
+
+@dataclass
+class KindFigures(TeamStats):
+    """A team's figures, for the workloads of one kind (gpu_ms: cpu for a quota file without GPUs, as per team)."""
+
+    pods: int = 0
+
+
+class KindStats(NullJournal):
+    """A Journal that keeps per-kind figures of a replay: what the per-team summary has, by the workload's kind."""
+
+    def __init__(self) -> None:
+        self.kinds: dict[str, KindFigures] = {}
+        self.measured: Callable[[str], bool] = lambda resource: resource.endswith("gpu")
+        self._submitted: dict[str, int] = {}
+        self._running: dict[str, tuple[int, int]] = {}
+        """Workload → (admitted at, measured milli-units held)."""
+
+    def _of(self, workload: Workload) -> KindFigures:
+        return self.kinds.setdefault(workload_kind(workload.name), KindFigures())
+
+    def workload_seen(self, workload: Workload, at: int) -> None:
+        figures = self._of(workload)
+        figures.jobs += 1
+        figures.pods += sum(pod_set.count for pod_set in workload.pod_sets)
+        self._submitted[workload.name] = at
+
+    def admitted(
+        self, workload: Workload, attempt: int, usage: Mapping[FlavorResource, int], borrowed: object, at: int
+    ) -> None:
+        self._running[workload.name] = (at, sum(v for (_, r), v in usage.items() if self.measured(r)))
+        submitted = self._submitted.pop(workload.name, None)
+        if submitted is not None:  # the first admission
+            self._of(workload).waits_ms.append(at - submitted)
+
+    def _stop(self, workload: Workload, at: int) -> None:
+        started, held = self._running.pop(workload.name, (at, 0))
+        self._of(workload).gpu_ms += held * (at - started)
+
+    def finished(self, workload: Workload, attempt: int, succeeded: bool, at: int) -> None:
+        self._stop(workload, at)
+        self._of(workload).finished += 1
+
+    def requeued(self, workload: Workload, attempt: int, eligible_at: int, at: int) -> None:
+        self._stop(workload, at)
+
+    def preemption_issued(self, victim: Workload, attempt: int, preemptor: str | None, reason: object, at: int) -> None:
+        self._of(victim).preemptions += 1
+
+    def suspended(self, victim: Workload, attempt: int, lost_gpu_milliseconds: int, at: int) -> None:
+        self._of(victim).lost_gpu_milliseconds += lost_gpu_milliseconds
+
+    def summary(self) -> dict[str, dict[str, object]]:
+        out: dict[str, dict[str, object]] = {}
+        for kind, figures in sorted(self.kinds.items()):
+            waits = figures.waits_ms
+            out[kind] = {
+                "jobs": figures.jobs,
+                "pods": figures.pods,
+                "finished": figures.finished,
+                "gpu_hours": round(figures.gpu_ms / 1000 / 3_600_000, 2),
+                "mean_wait_s": round(sum(waits) / len(waits) / 1000, 1) if waits else 0.0,
+                "preemptions": figures.preemptions,
+                "lost_gpu_seconds": round(figures.lost_gpu_milliseconds / 1000, 1),
+            }
+        return out
 
 
 @dataclass
@@ -23,6 +93,7 @@ class ReplayResult:
     stats: SimulationStats
     wall_seconds: float
     simulation: Simulation
+    kinds: KindStats = field(default_factory=KindStats)
 
     def summary(self) -> dict[str, object]:
         figures = self.stats.summary()
@@ -34,6 +105,7 @@ class ReplayResult:
             "wall_seconds": round(self.wall_seconds, 2),
             "makespan_hours": figures["makespan_hours"],
             "teams": figures["teams"],
+            "kinds": self.kinds.summary(),
         }
         return ordered
 
@@ -41,10 +113,14 @@ class ReplayResult:
 def sim_jobs(
     config: QuotaConfig, trace: Sequence[TraceJob], hook_delay_ms: int | None = DEFAULT_HOOK_DELAY_MS
 ) -> list[SimJob]:
-    """One single-pod workload per trace job, asking only for resources its team's quota manages.
+    """One workload per trace job: a gang of `pods` identical pods (one pod set, admitted whole), each asking for its
+    share of the job's totals and only for resources its team's quota manages.
 
     A trace that asks for memory when the quota file only governs GPUs would otherwise never fit anywhere;
     resources nobody has quota for are not what a quota simulation is about.
+
+    A Job keeps the trace job's name; a job of any other kind is named `KIND/NAMESPACE/NAME`, as in a cluster, with
+    the namespace of its team's first queue (the team's name when it has none), so the ledger records its kind.
     """
     teams = {t.name: t for t in config.teams}
     classes = {p.name: p for p in config.priority_classes}
@@ -54,13 +130,14 @@ def sim_jobs(
     for job in trace:
         team = teams[job.team]
         klass = classes.get(job.priority_class or "") or default
-        requests = {_gpu_resource(team): job.gpus * 1000, "cpu": job.cpu_milli, "memory": job.memory_milli}
+        gpu, cpu, memory = job.pod_requests()
+        requests = {_gpu_resource(team): gpu, "cpu": cpu, "memory": memory}
         requests = {r: q for r, q in requests.items() if q > 0 and r in covered[job.team]}
         workload = Workload(
-            name=job.name,
+            name=workload_name(job, team),
             team=job.team,
             priority=klass.value if klass else 0,
-            pod_sets=(PodSet("main", 1, requests),),
+            pod_sets=(PodSet("main", job.pods, requests),),
             created_at=job.submit_ms,
             queue=team.queues[0] if team.queues else None,
             priority_class=klass.name if klass else None,
@@ -70,6 +147,14 @@ def sim_jobs(
         delay = hook_delay_ms if job.checkpoint_interval_ms else None
         out.append(SimJob(workload, job.submit_ms, job.duration_ms, job.checkpoint_interval_ms, delay))
     return out
+
+
+def workload_name(job: TraceJob, team: Team) -> str:
+    """The trace job's name for a Job (as before kinds existed); `KIND/NAMESPACE/NAME` for any other kind."""
+    if job.kind == DEFAULT_KIND:
+        return job.name
+    namespace = team.queues[0].partition("/")[0] if team.queues else team.name
+    return f"{job.kind}/{namespace}/{job.name}"
 
 
 def _gpu_resource(team: Team) -> str:
@@ -89,6 +174,9 @@ def replay(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> ReplayResult:
     started = time.perf_counter()
-    simulation = Simulation(config, sim_jobs(config, trace, hook_delay_ms), journal, on_progress=on_progress)
+    kinds = KindStats()
+    journals = Journals(kinds, journal) if journal is not None else kinds
+    simulation = Simulation(config, sim_jobs(config, trace, hook_delay_ms), journals, on_progress=on_progress)
+    kinds.measured = simulation.stats.measured
     stats = simulation.run()
-    return ReplayResult(stats, time.perf_counter() - started, simulation)
+    return ReplayResult(stats, time.perf_counter() - started, simulation, kinds)

@@ -47,6 +47,8 @@ class ReportData:
     """Rows of the per-team table; columns in order of first appearance."""
     totals: dict[str, object] = field(default_factory=dict)
     """Run-wide figures (utilization, Jain's fairness, jobs, ...)."""
+    kinds: list[dict[str, object]] = field(default_factory=list)
+    """Rows of the per-kind table, drawn only when given (a trace of Jobs alone has nothing to break down)."""
 
 
 def write_report(data: ReportData, directory: Path) -> Path:
@@ -86,6 +88,15 @@ def render_report(data: ReportData) -> str:
         ),
         _section("summary", "Per-team summary", "", _table(data.summary)),
     ]
+    if data.kinds:
+        sections.append(
+            _section(
+                "kinds",
+                "Per-kind summary",
+                "The per-team figures by kind of job; pods counts every pod of its gangs.",
+                _table(data.kinds),
+            )
+        )
     return _document(data.title, _subtitle(data, span), "\n".join(sections))
 
 

@@ -13,10 +13,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from admission.workload import Admission, PodSet, Workload
+from admission.workload import Admission, Workload
 from queues.manager import QueueManager, State
 from quota.config import QuotaConfig
 from quota.loader import ConfigError, ConfigProblem, LineMap, Path, load_config_data, parse_yaml_with_lines
+from quota.pod_set import PodSet
 from quota.quantity import QuantityError, parse_quantity
 
 RESERVED_KEYS = ("expect", "source", "notes")

@@ -9,13 +9,17 @@ Three formats:
   ``scheduled_time`` (``creation_time`` when a pod that ran has none). Pods that never ran (phase Pending) or have no
   positive run time are skipped and counted. A pod sharing a GPU (``gpu_milli`` < 1000) asks for a whole GPU
   (``fractionalGpu: roundUp``, because a quota counts whole ``nvidia.com/gpu``) or is skipped (``fractionalGpu: skip``).
-- ``csv``: kuota's own, header ``submit_s,duration_s,team,priority_class,gpus,cpus,memory,checkpoint_s`` (plus an
-  optional ``name``). Empty optional cells take defaults: priority class → the quota file's default class, gpus → 0,
-  cpus → 1, memory → 4Gi per GPU (1Gi without GPUs), checkpoint_s → the mapping's checkpoint rule (never, unless
-  the mapping says otherwise). ``none`` in checkpoint_s also means never. Names are ``job-<row>`` without a name column.
+- ``csv``: kuota's own, header ``submit_s,duration_s,team,priority_class,gpus,cpus,memory,checkpoint_s`` (plus the
+  optional ``name``, ``kind`` and ``pods``). Empty optional cells take defaults: priority class → the quota file's
+  default class, gpus → 0, cpus → 1 per pod, memory → 4Gi per GPU (1Gi per pod without GPUs), checkpoint_s → the
+  mapping's checkpoint rule (never, unless the mapping says otherwise), kind → Job, pods → 1. ``none`` in
+  checkpoint_s also means never. Names are ``job-<row>`` without a name column. ``kind`` names a job kind of
+  `workloads.registry.REGISTRY`; ``pods`` makes the job a gang of that many identical pods admitted all at once,
+  over which gpus, cpus and memory (the job's totals) are split evenly: GPUs into whole GPUs per pod, cpus and
+  memory into whole milli-units, or the row is an error.
 
-A `TraceMapping` (YAML, ``--mapping FILE``) says how rows become teams, priority classes and checkpoint intervals;
-every field left out takes the format's default (`default_mapping`). Randomness comes from one
+A `TraceMapping` (YAML, ``--mapping FILE``) says how rows become teams, priority classes, job kinds and checkpoint
+intervals; every field left out takes the format's default (`default_mapping`). Randomness comes from one
 ``random.Random(seed)`` drawn row by row in file order before any window or limit is applied, so the same seed gives
 the same job the same class whatever slice of the trace is read.
 
@@ -48,11 +52,15 @@ from quota.config import MilliQuantity, QuotaConfig
 from quota.duration import DurationError, parse_duration_ms
 from quota.loader import ConfigError, format_path, parse_yaml_with_lines
 from quota.quantity import QuantityError, format_quantity, parse_quantity
+from workloads.registry import REGISTRY
 
 TraceFormat = Literal["itp", "openb", "csv"]
 FORMATS: tuple[TraceFormat, ...] = ("itp", "openb", "csv")
 
 CSV_COLUMNS = ("submit_s", "duration_s", "team", "priority_class", "gpus", "cpus", "memory", "checkpoint_s")
+#: Optional columns of kuota's csv beyond CSV_COLUMNS, which `format_csv` writes only when asked or needed.
+CSV_EXTRA_COLUMNS = ("name", "kind", "pods")
+DEFAULT_KIND = "Job"
 ITP_COLUMNS = ("cluster", "job_id", "submission_time", "duration", "num_gpu")
 OPENB_COLUMNS = (
     "name",
@@ -67,7 +75,7 @@ OPENB_COLUMNS = (
     "deletion_time",
     "scheduled_time",
 )
-_CSV_OPTIONAL = frozenset(CSV_COLUMNS[3:])
+_CSV_OPTIONAL = frozenset((*CSV_COLUMNS[3:], "kind"))
 _NEVER = ("none", "never")
 _MIB_MILLI = 2**20 * 1000
 
@@ -94,6 +102,33 @@ class TraceJob:
     """Bytes × 1000 (Kubernetes milli-units of memory)."""
     checkpoint_interval_ms: int | None
     """None: never checkpoints, so all work since the start is lost on preemption."""
+    kind: str = DEFAULT_KIND
+    """A job kind of `workloads.registry.REGISTRY`."""
+    pods: int = 1
+    """A gang of this many identical pods, admitted all at once; gpus, cpu_milli and memory_milli are the job's
+    totals, split evenly over them (`pod_requests`)."""
+
+    def pod_requests(self) -> tuple[int, int, int]:
+        """(GPU, cpu, memory) milli-units of one pod: the totals divided by `pods` exactly, or ValueError."""
+        problem = uneven_split(self.gpus, self.cpu_milli, self.memory_milli, self.pods)
+        if problem is not None:
+            raise ValueError(f"trace job {self.name!r}: {problem}")
+        return self.gpus // self.pods * 1000, self.cpu_milli // self.pods, self.memory_milli // self.pods
+
+
+def uneven_split(gpus: int, cpu_milli: int | None, memory_milli: int | None, pods: int) -> str | None:
+    """Why these totals do not split evenly over `pods` pods, or None when they do: a pod asks for whole GPUs
+    (Kubernetes counts an extended resource such as nvidia.com/gpu in whole units) and whole milli-units of cpu and
+    memory. Totals left out (None) take per-pod defaults, which always split."""
+    if pods < 1:
+        return f"pods {pods} must be 1 or more"
+    if gpus % pods:
+        return f"gpus {gpus} do not split into whole GPUs over {pods} pods"
+    for what, total in (("cpus", cpu_milli), ("memory", memory_milli)):
+        if total is not None and total % pods:
+            shown = format_quantity(total, binary=what == "memory")
+            return f"{what} {shown} do not split evenly over {pods} pods (in milli-units)"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,15 +159,15 @@ class _Model(BaseModel):
 
 
 class Assign(_Model):
-    """How one field of a job (its team or its priority class) is chosen. Exactly one of value, column, random.
+    """How one field of a job (its team, priority class or kind) is chosen. Exactly one of value, column, random.
 
     - ``{value: nlp}``: every job gets it.
     - ``{column: cluster}``: the cell itself names it.
     - ``{column: cluster, map: {cluster01: nlp, ...}, default: vision}``: looked up; ``default`` covers values not
       in the map and empty cells (without one they are errors, except an empty priority class, which takes the
-      quota file's default class).
+      quota file's default class, and an empty kind, which is Job).
     - ``{column: cluster, roundRobin: true}``: the column's distinct values, sorted, go to the quota file's teams
-      (or priority classes) in file order, wrapping around.
+      (or priority classes, or the known job kinds) in file order, wrapping around.
     - ``{column: name, hash: true}``: CRC-32 of the cell picks one of them (stable across runs and machines).
     - ``{random: {production: 0.1, research: 0.6, development: 0.3}}``: drawn with these relative weights.
     """
@@ -197,6 +232,7 @@ class TraceMapping(_Model):
     ```yaml
     team: {column: cluster, map: {cluster01: nlp, cluster02: vision}, default: speech}
     priority: {random: {production: 0.1, research: 0.6, development: 0.3}}
+    kind: {value: PyTorchJob}   # every job's kind (csv default: {column: kind}, whose empty cells are Jobs)
     checkpointInterval: 30m     # or none
     checkpointFraction: 0.5     # share of jobs that checkpoint (drawn per job); the rest never do
     fractionalGpu: roundUp      # openb pods on a shared GPU: roundUp to one whole GPU, or skip them
@@ -206,6 +242,7 @@ class TraceMapping(_Model):
 
     team: Assign | None = None
     priority: Assign | None = None
+    kind: Assign | None = None
     checkpoint_interval: str | None = None
     checkpoint_fraction: float | None = Field(default=None, ge=0, le=1)
     fractional_gpu: Literal["roundUp", "skip"] = "roundUp"
@@ -268,7 +305,10 @@ def default_mapping(fmt: TraceFormat, config: QuotaConfig) -> TraceMapping:
       priority classes drawn at random (`class_weights`); checkpoint every 30m for half of the jobs.
     - openb: teams ``{column: name, hash: true}``; priority ``{column: qos}`` with LS and Guaranteed → the highest
       preemptible class, Burstable → the next one, BE → the lowest (`qos_map`); never checkpoints (mostly services).
-    - csv: ``{column: team}`` and ``{column: priority_class}`` as written; empty checkpoint cells never checkpoint.
+    - csv: ``{column: team}``, ``{column: priority_class}`` and ``{column: kind}`` as written; empty checkpoint
+      cells never checkpoint.
+
+    Every job of an itp or openb trace is a Job unless the mapping gives a ``kind`` rule.
     """
     if fmt == "itp":
         weights = class_weights(config)
@@ -290,6 +330,7 @@ def default_mapping(fmt: TraceFormat, config: QuotaConfig) -> TraceMapping:
         return TraceMapping(
             team=Assign(column="team"),
             priority=Assign(column="priority_class"),
+            kind=Assign(column="kind"),
             checkpoint_interval="none",
             checkpoint_fraction=1.0,
         )
@@ -306,6 +347,7 @@ def effective_mapping(fmt: TraceFormat, mapping: TraceMapping, config: QuotaConf
     return TraceMapping(
         team=mapping.team if mapping.team is not None else base.team,
         priority=mapping.priority if mapping.priority is not None else base.priority,
+        kind=mapping.kind if mapping.kind is not None else base.kind,
         checkpoint_interval=mapping.checkpoint_interval or base.checkpoint_interval,
         checkpoint_fraction=fraction,
         fractional_gpu=mapping.fractional_gpu,
@@ -351,7 +393,7 @@ def qos_map(config: QuotaConfig) -> dict[str, str]:
 
 @dataclass(slots=True)
 class _Row:
-    """A parsed row, then the team, class and checkpoint interval the mapping chose for it.
+    """A parsed row, then the team, class, kind and checkpoint interval the mapping chose for it.
 
     One object per row (the ITP trace has 69k), built positionally and completed in place: no second object per row.
     """
@@ -368,6 +410,8 @@ class _Row:
     checkpoint_given: bool
     team: str = ""
     priority_class: str | None = None
+    kind: str = DEFAULT_KIND
+    pods: int = 1
 
 
 @dataclass(slots=True)
@@ -445,10 +489,11 @@ def read_trace_detailed(
 
 
 def _job(row: _Row, origin: int, defaults: ResourceDefaults) -> TraceJob:
+    # Defaults are per pod (memory: per GPU), so the totals they make always split evenly over the pods.
     if row.memory_milli is not None:
         memory = row.memory_milli
     else:
-        memory = defaults.memory_per_gpu * row.gpus if row.gpus else defaults.memory
+        memory = defaults.memory_per_gpu * row.gpus if row.gpus else defaults.memory * row.pods
     return TraceJob(
         row.name,
         row.submit_ms - origin,
@@ -456,9 +501,11 @@ def _job(row: _Row, origin: int, defaults: ResourceDefaults) -> TraceJob:
         row.team,
         row.priority_class,
         row.gpus,
-        defaults.cpus if row.cpu_milli is None else row.cpu_milli,
+        defaults.cpus * row.pods if row.cpu_milli is None else row.cpu_milli,
         memory,
         row.checkpoint_ms,
+        row.kind,
+        row.pods,
     )
 
 
@@ -595,11 +642,13 @@ def _csv_rows(
 ) -> Iterator[_Row]:
     col = _columns(header, ("submit_s", "duration_s"), "a kuota csv", source)
     # Columns the mapping reads are fine; any other unknown one is probably a typo that would silently default.
-    known = {*CSV_COLUMNS, "name", *(rule.column for rule in (mapping.team, mapping.priority) if rule and rule.column)}
+    rules = (mapping.team, mapping.priority, mapping.kind)
+    known = {*CSV_COLUMNS, *CSV_EXTRA_COLUMNS, *(rule.column for rule in rules if rule and rule.column)}
     unknown = [name for name in header if name not in known]
     if unknown:
         raise TraceError(
-            f"{source}: unknown column(s) {', '.join(unknown)} (kuota csv columns: {','.join(CSV_COLUMNS)}, name)"
+            f"{source}: unknown column(s) {', '.join(unknown)} "
+            f"(kuota csv columns: {','.join(CSV_COLUMNS)}, {', '.join(CSV_EXTRA_COLUMNS)})"
         )
     names: dict[str, int] = {}
     for row, (line, cells) in enumerate(lines, 1):
@@ -615,7 +664,7 @@ def _csv_rows(
         interval = None
         if checkpoint and checkpoint.lower() not in _NEVER:
             interval = _seconds_ms(checkpoint, "checkpoint_s", source, line, positive=True)
-        yield _Row(
+        parsed = _Row(
             line,
             name,
             _seconds_ms(cell("submit_s"), "submit_s", source, line),
@@ -627,25 +676,37 @@ def _csv_rows(
             interval,
             bool(checkpoint),
         )
+        parsed.pods = _int(cell("pods") or "1", "pods", source, line, minimum=1)
+        problem = uneven_split(parsed.gpus, parsed.cpu_milli, parsed.memory_milli, parsed.pods)
+        if problem is not None:
+            raise _fail(source, line, problem)
+        yield parsed
 
 
 _READERS: dict[str, _FormatReader] = {"itp": _itp_rows, "openb": _openb_rows, "csv": _csv_rows}
 
 
-# -- choosing teams, classes and checkpoints ---------------------------------------------------------------------
+# -- choosing teams, classes, checkpoints and kinds ----------------------------------------------------------------
 
 
 def _choose(parsed: _Parsed, mapping: TraceMapping, config: QuotaConfig, seed: int, source: str) -> None:
-    """Give every row its team, priority class and checkpoint interval."""
+    """Give every row its team, priority class, checkpoint interval and kind."""
     teams = [team.name for team in config.teams]
     if not teams:
         raise TraceError("the quota file has no teams to give trace jobs to")
     default_class = config.default_priority_class()
     classes = [pc.name for pc in config.priority_classes]
-    choose_team = _chooser(mapping.team, "team", teams, None, parsed, source)
+    choose_team = _chooser(mapping.team, _Field("team", "team", teams, "of the quota file"), parsed, source)
     choose_class = _chooser(
-        mapping.priority, "priority class", classes, default_class.name if default_class else None, parsed, source
+        mapping.priority,
+        _Field(
+            "priority", "priority class", classes, "of the quota file", default_class.name if default_class else None
+        ),
+        parsed,
+        source,
     )
+    kinds = _Field("kind", "job kind", list(REGISTRY.names()), "kuota knows", DEFAULT_KIND)
+    choose_kind = _chooser(mapping.kind, kinds, parsed, source)
     interval, fraction = mapping.checkpoint_ms(), mapping.checkpoint_fraction
     if interval is None or not fraction:
         interval, fraction = None, 1.0
@@ -658,22 +719,38 @@ def _choose(parsed: _Parsed, mapping: TraceMapping, config: QuotaConfig, seed: i
         row.priority_class = choose_class(row, rng)
         if not row.checkpoint_given:
             row.checkpoint_ms = interval if not draw or rng.random() < (fraction or 0) else None
+        row.kind = choose_kind(row, rng) or DEFAULT_KIND
+        if row.kind != DEFAULT_KIND and "/" in row.name:
+            # The workload is named KIND/NAMESPACE/NAME: NAME is one object's name.
+            raise _fail(source, row.line, f"name {row.name!r} of a {row.kind} cannot hold '/'")
 
 
-def _chooser(
-    rule: Assign | None, kind: str, names: list[str], fallback: str | None, parsed: _Parsed, source: str
-) -> _Chooser:
+@dataclass(frozen=True, slots=True)
+class _Field:
+    """A field of a job that a mapping rule chooses, and how messages name it."""
+
+    key: str
+    """The mapping's field: team, priority or kind."""
+    label: str
+    names: list[str]
+    """What it may be."""
+    where: str
+    """Where those come from, after "not a <label>"."""
+    fallback: str | None = None
+    """For an empty cell without the rule's default (a team has none: an empty team is an error)."""
+
+    def unknown(self, value: str) -> str:
+        return f"{value} not a {self.label} {self.where} ({self.label}s: {', '.join(self.names) or 'none'})"
+
+
+def _chooser(rule: Assign | None, chosen: _Field, parsed: _Parsed, source: str) -> _Chooser:
     """Compile a rule into a per-row function, checking once everything that can be checked before reading rows."""
+    fallback = chosen.fallback
     if rule is None:
         return lambda row, rng: fallback
-    field_name = "team" if kind == "team" else "priority"
-    known = set(names)
-    unknown = sorted(rule.names() - known)
+    unknown = sorted(rule.names() - set(chosen.names))
     if unknown:
-        listed = ", ".join(names) or "none"
-        raise TraceError(
-            f"mapping {field_name}: {', '.join(map(repr, unknown))} not a {kind} of the quota file ({kind}s: {listed})"
-        )
+        raise TraceError(f"mapping {chosen.key}: {chosen.unknown(', '.join(map(repr, unknown)))}")
     if rule.value is not None:
         constant = rule.value
         return lambda row, rng: constant
@@ -682,15 +759,15 @@ def _chooser(
     assert rule.column is not None  # Assign allows exactly one of value, random, column
     if rule.column not in parsed.header and rule.column in parsed.optional:
         # An optional column of the format left out: every cell is empty.
-        return _column_chooser(rule, None, kind, known, fallback, lambda value: value, source)
+        return _column_chooser(rule, None, chosen, lambda value: value, source)
     if rule.column not in parsed.header:
         raise TraceError(
-            f"mapping {field_name}.column: {source} has no column {rule.column!r} (columns: {','.join(parsed.header)})"
+            f"mapping {chosen.key}.column: {source} has no column {rule.column!r} (columns: {','.join(parsed.header)})"
         )
     index = parsed.header.index(rule.column)
-    if (rule.round_robin or rule.hash) and not names:
-        raise TraceError(f"mapping {field_name}: the quota file has no {kind}s to spread {rule.column!r} over")
-    return _column_chooser(rule, index, kind, known, fallback, _lookup(rule, index, names, parsed), source)
+    if (rule.round_robin or rule.hash) and not chosen.names:
+        raise TraceError(f"mapping {chosen.key}: the quota file has no {chosen.label}s to spread {rule.column!r} over")
+    return _column_chooser(rule, index, chosen, _lookup(rule, index, chosen.names, parsed), source)
 
 
 def _weighted(weights: dict[str, float]) -> _Chooser:
@@ -713,32 +790,28 @@ def _lookup(rule: Assign, index: int, names: list[str], parsed: _Parsed) -> Call
 
 
 def _column_chooser(
-    rule: Assign,
-    index: int | None,
-    kind: str,
-    known: set[str],
-    fallback: str | None,
-    lookup: Callable[[str], str | None],
-    source: str,
+    rule: Assign, index: int | None, chosen: _Field, lookup: Callable[[str], str | None], source: str
 ) -> _Chooser:
-    column, default = rule.column, rule.default
+    column, default, known = rule.column, rule.default, set(chosen.names)
 
     def choose(row: _Row, rng: random.Random) -> str | None:
         cell = row.cells[index].strip() if index is not None else ""
         if not cell:
             if default is not None:
                 return default
-            if kind != "team":
-                return fallback
+            if chosen.key != "team":
+                return chosen.fallback
             raise _fail(source, row.line, f"{column} is empty and the mapping's team rule has no default")
-        chosen = lookup(cell)
-        if chosen is None:
+        value = lookup(cell)
+        if value is None:
             if default is not None:
                 return default
-            raise _fail(source, row.line, f"{column} {cell!r} is not in the mapping's {kind} map, which has no default")
-        if chosen not in known:
-            raise _fail(source, row.line, f"{column} {cell!r} is not a {kind} of the quota file")
-        return chosen
+            raise _fail(
+                source, row.line, f"{column} {cell!r} is not in the mapping's {chosen.label} map, which has no default"
+            )
+        if value not in known:
+            raise _fail(source, row.line, f"{column} {chosen.unknown(f'{cell!r} is')}")
+        return value
 
     return choose
 
@@ -747,10 +820,13 @@ def _column_chooser(
 
 
 def format_csv(jobs: Iterable[TraceJob], *, names: bool = False) -> str:
-    """Jobs in kuota's csv format, which `read_trace(..., "csv", ...)` reads back to the same jobs."""
+    """Jobs in kuota's csv format, which `read_trace(..., "csv", ...)` reads back to the same jobs. The kind and
+    pods columns are written when a job is not a single-pod Job."""
+    jobs = list(jobs)
+    gangs = any(job.kind != DEFAULT_KIND or job.pods != 1 for job in jobs)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([*CSV_COLUMNS, *(["name"] if names else [])])
+    writer.writerow([*CSV_COLUMNS, *(["name"] if names else []), *(["kind", "pods"] if gangs else [])])
     for job in jobs:
         checkpoint = "" if job.checkpoint_interval_ms is None else _format_seconds(job.checkpoint_interval_ms)
         writer.writerow(
@@ -764,6 +840,7 @@ def format_csv(jobs: Iterable[TraceJob], *, names: bool = False) -> str:
                 format_quantity(job.memory_milli, binary=True),
                 checkpoint,
                 *([job.name] if names else []),
+                *([job.kind, job.pods] if gangs else []),
             ]
         )
     return out.getvalue()

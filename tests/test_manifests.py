@@ -26,6 +26,7 @@ def test_each_kind_gets_its_rule_and_webhooks_on_its_own_path() -> None:
         resources[("batch", "jobs")] == resources[("jobset.x-k8s.io", "jobsets")] == ["get", "list", "watch", "patch"]
     )
     assert ("ray.io", "rayjobs") in resources and ("kubeflow.org", "pytorchjobs") not in resources
+    assert len(resources) == 3 + 1  # the three kinds and Events: none of these refers to other objects
     for document in widen_webhooks(_documents("webhooks.yaml"), kinds):
         hooks = document["webhooks"]
         assert len(hooks) == 2 * 3  # the two Job webhooks, once per kind
@@ -43,6 +44,23 @@ def test_each_kind_gets_its_rule_and_webhooks_on_its_own_path() -> None:
             assert hook["clientConfig"]["service"]["path"].endswith(f"/{rule['apiVersions'][0]}/{rule['resources'][0]}")
 
 
+def test_trainjob_gets_list_and_watch_on_its_runtimes_and_webhooks_for_itself_only() -> None:
+    kinds = REGISTRY.enabled(["TrainJob", "Job"])
+    role = next(d for d in widen_rbac(_documents("rbac.yaml"), kinds) if d["kind"] == "ClusterRole")
+    rules = [(r["apiGroups"], r["resources"], r["verbs"]) for r in role["rules"]]  # type: ignore[index]
+    assert rules == [
+        (["batch"], ["jobs"], ["get", "list", "watch", "patch"]),
+        (["trainer.kubeflow.org"], ["trainjobs"], ["get", "list", "watch", "patch"]),
+        # What the adapter's reflectors do with the runtimes, and nothing more: kuota never gets or writes one.
+        (["trainer.kubeflow.org"], ["trainingruntimes"], ["list", "watch"]),
+        (["trainer.kubeflow.org"], ["clustertrainingruntimes"], ["list", "watch"]),
+        ([""], ["events"], ["create"]),
+    ]
+    for document in widen_webhooks(_documents("webhooks.yaml"), kinds):
+        resources = {r["resources"][0] for hook in document["webhooks"] for r in hook["rules"]}
+        assert resources == {"jobs", "trainjobs"}
+
+
 def test_job_alone_is_config_deploy_as_shipped() -> None:
     jobs = REGISTRY.enabled(["Job"])
     assert widen_rbac(_documents("rbac.yaml"), jobs) == _documents("rbac.yaml")
@@ -55,6 +73,15 @@ def test_the_command_prints_applyable_documents_and_refuses_unknown_kinds() -> N
     assert result.exit_code == 0, result.output
     kinds = [d["kind"] for d in yaml.safe_load_all(result.output) if d]
     assert "ClusterRole" in kinds and "MutatingWebhookConfiguration" in kinds
+    trainjobs = runner.invoke(cli.app, ["manifests", "--kinds", "TrainJob", "--deploy", str(DEPLOY)])
+    assert trainjobs.exit_code == 0, trainjobs.output
+    role = next(d for d in yaml.safe_load_all(trainjobs.output) if d and d["kind"] == "ClusterRole")
+    assert [r["resources"] for r in role["rules"]] == [
+        ["trainjobs"],
+        ["trainingruntimes"],
+        ["clustertrainingruntimes"],
+        ["events"],
+    ]
     refused = runner.invoke(cli.app, ["manifests", "--kinds", "Job,SlurmJob", "--deploy", str(DEPLOY)])
     assert refused.exit_code == 2 and "SlurmJob" in refused.output and "JobSet" in refused.output
 

@@ -179,3 +179,11 @@ def test_write_report_creates_the_directory(tmp_path: Path) -> None:
     path = write_report(ReportData("r", ["nlp"], {"nlp": 8}), tmp_path / "out" / "run1")
     assert path == tmp_path / "out" / "run1" / "report.html"
     assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_per_kind_table_only_when_given() -> None:
+    rows: list[dict[str, object]] = [{"kind": "JobSet", "jobs": 2, "pods": 8}, {"kind": "<Ray>", "jobs": 1, "pods": 3}]
+    page = parse(html := render_report(ReportData("kinds", ["nlp"], {"nlp": 8}, summary=[{"team": "nlp"}], kinds=rows)))
+    assert list(page.sections) == ["totals", "usage", "queue", "waits", "summary", "kinds"]
+    assert page.sections["kinds"].count("tr") == 3 and "&lt;Ray&gt;" in html
+    assert "kinds" not in parse(render_report(ReportData("jobs", ["nlp"], {"nlp": 8}))).sections

@@ -5,6 +5,8 @@ from __future__ import annotations
 import collections
 import importlib.util
 import itertools
+import os
+import tempfile
 import time
 import zlib
 from dataclasses import replace
@@ -12,9 +14,12 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from quota.config import QuotaConfig
 from quota.loader import load_config_file, load_config_text
+from sim.replay import replay, sim_jobs
 from sim.traces import (
     Assign,
     TraceError,
@@ -29,6 +34,7 @@ from sim.traces import (
     read_trace,
     read_trace_detailed,
 )
+from workloads.registry import REGISTRY
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "data" / "traces"
@@ -302,6 +308,142 @@ def test_format_csv_reads_back(tmp_path: Path, config: QuotaConfig) -> None:
     assert back[1] == TraceJob("b", 2_250, 60_000, "vision", "research", 0, 500, 1536 * 2**20 * 1000, None)
 
 
+# -- kinds and gangs -----------------------------------------------------------------------------------------------
+
+KINDS_HEAD = "submit_s,duration_s,team,gpus,cpus,memory,kind,pods\n"
+KNOWN_KINDS = ", ".join(REGISTRY.names())
+
+
+def test_csv_kind_and_pods_are_totals_split_over_the_gang(tmp_path: Path, config: QuotaConfig) -> None:
+    path = write(
+        tmp_path,
+        KINDS_HEAD + "0,60,nlp,16,8,64Gi,JobSet,4\n"
+        "1,60,nlp,1,,,,\n"
+        "2,60,vision,,,,RayJob,3\n"
+        "3,60,speech,8,,,PyTorchJob,2\n",
+    )
+    gang, job, ray, torch = read_trace(path, "csv", TraceMapping(), config)
+    assert gang == TraceJob("job-1", 0, 60_000, "nlp", "research", 16, 8000, 64 * GI, None, "JobSet", 4)
+    assert gang.pod_requests() == (4000, 2000, 16 * GI)
+    assert job == TraceJob("job-2", 1_000, 60_000, "nlp", "research", 1, 1000, 4 * GI, None)
+    assert (job.kind, job.pods) == ("Job", 1)
+    # Defaults are per pod (memory: per GPU), so the totals they make always split.
+    assert (ray.cpu_milli, ray.memory_milli, ray.pod_requests()) == (3000, 3 * GI, (0, 1000, GI))
+    assert (torch.cpu_milli, torch.memory_milli, torch.pod_requests()) == (2000, 32 * GI, (4000, 1000, 16 * GI))
+
+
+def test_a_trace_without_kinds_is_all_single_pod_jobs(tmp_path: Path, config: QuotaConfig) -> None:
+    path = write(tmp_path, "submit_s,duration_s,team,gpus\n0,60,nlp,8\n")
+    assert [(job.kind, job.pods) for job in read_trace(path, "csv", TraceMapping(), config)] == [("Job", 1)]
+    itp = read_trace(write(tmp_path, ITP_HEAD + "c1,a,0,60,8\n"), "itp", TraceMapping(), config)
+    assert [(job.kind, job.pods) for job in itp] == [("Job", 1)]
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("0,60,nlp,8,,,Deployment,1", f"kind 'Deployment' is not a job kind kuota knows (job kinds: {KNOWN_KINDS})"),
+        ("0,60,nlp,8,,,jobset,1", "kind 'jobset' is not a job kind kuota knows"),
+        ("0,60,nlp,8,,,JobSet,0", "pods '0' must be 1 or more"),
+        ("0,60,nlp,8,,,JobSet,2.5", "pods '2.5' is not a whole number"),
+        ("0,60,nlp,3,,,JobSet,2", "gpus 3 do not split into whole GPUs over 2 pods"),
+        ("0,60,nlp,1,,,JobSet,8", "gpus 1 do not split into whole GPUs over 8 pods"),
+        ("0,60,nlp,0,1,,JobSet,3", "cpus 1 do not split evenly over 3 pods (in milli-units)"),
+        ("0,60,nlp,0,1001m,,RayJob,2", "cpus 1001m do not split evenly over 2 pods"),
+        ("0,60,nlp,0,,1,RayJob,3", "memory 1 do not split evenly over 3 pods"),
+        ("0,60,nlp,2,,,Job,2.0", "pods '2.0' is not a whole number"),
+    ],
+)
+def test_csv_kind_and_pods_errors_name_file_and_line(
+    tmp_path: Path, config: QuotaConfig, row: str, message: str
+) -> None:
+    path = write(tmp_path, KINDS_HEAD + "0,60,nlp,8,,,JobSet,8\n" + row + "\n")
+    with pytest.raises(TraceError) as caught:
+        read_trace(path, "csv", TraceMapping(), config)
+    assert str(caught.value).startswith(f"{path}, line 3: ")
+    assert message in str(caught.value)
+
+
+def test_a_gang_name_is_one_object_name(tmp_path: Path, config: QuotaConfig) -> None:
+    path = write(tmp_path, "submit_s,duration_s,team,kind,name\n0,60,nlp,,nlp/a\n0,60,nlp,JobSet,nlp/b\n")
+    with pytest.raises(TraceError, match=r"line 3: name 'nlp/b' of a JobSet cannot hold '/'"):
+        read_trace(path, "csv", TraceMapping(), config)
+
+
+def test_mapping_gives_kinds(tmp_path: Path, config: QuotaConfig) -> None:
+    itp = write(tmp_path, ITP_HEAD + "c1,a,0,60,8\nc2,b,1,60,8\n")
+    jobs = read_trace(itp, "itp", parse_mapping("kind: {value: PyTorchJob}\n"), config)
+    assert {job.kind for job in jobs} == {"PyTorchJob"}
+    by_cluster = parse_mapping("kind: {column: cluster, map: {c1: MPIJob}, default: RayJob}\n")
+    assert [job.kind for job in read_trace(itp, "itp", by_cluster, config)] == ["MPIJob", "RayJob"]
+    # A default kind for a csv's empty kind cells; the cells given still win.
+    csv_path = write(tmp_path, "submit_s,duration_s,team,kind\n0,60,nlp,\n1,60,nlp,Job\n", "kinds.csv")
+    default = parse_mapping("kind: {column: kind, default: JobSet}\n")
+    assert [job.kind for job in read_trace(csv_path, "csv", default, config)] == ["JobSet", "Job"]
+    with pytest.raises(TraceError, match="mapping kind: 'Deployment' not a job kind kuota knows \\(job kinds: Job, "):
+        read_trace(itp, "itp", TraceMapping(kind=Assign(value="Deployment")), config)
+
+
+def test_format_csv_reads_back_kinds_and_pods(tmp_path: Path, config: QuotaConfig) -> None:
+    jobs = [
+        TraceJob("a", 0, 1_500, "nlp", "production", 8, 4000, 32 * GI, 1_800_000, "JobSet", 4),
+        TraceJob("b", 2_250, 60_000, "vision", "research", 1, 500, 4 * GI, None),
+    ]
+    text = format_csv(jobs, names=True)
+    assert text.splitlines()[0].endswith(",name,kind,pods")
+    assert read_trace(write(tmp_path, text), "csv", TraceMapping(), config) == jobs
+    assert "kind" not in format_csv(jobs[1:])  # nothing to say: the columns of old traces
+
+
+GPU_MEMORY_CONFIG = load_config_text(
+    "flavors: [{name: h100}]\n"
+    "teams: [{name: nlp, queues: [lang/default], quotas: [{flavor: h100, resources: "
+    "{nvidia.com/gpu: {nominal: 1000000}, cpu: {nominal: 1000000}, memory: {nominal: 1Pi}}}]}]\n"
+)
+
+
+def test_sim_jobs_name_every_kind_but_job_kind_namespace_name(config: QuotaConfig) -> None:
+    trace = [
+        TraceJob("a", 0, 60_000, "nlp", None, 8, 8000, 32 * GI, None),
+        TraceJob("a", 0, 60_000, "nlp", None, 8, 8000, 32 * GI, None, "JobSet", 4),
+        TraceJob("b", 0, 60_000, "nlp", None, 3, 3000, 3 * GI, None, "JobSet", 2),
+    ]
+    names = [job.workload.name for job in sim_jobs(GPU_MEMORY_CONFIG, trace[:2])]
+    assert names == ["a", "JobSet/lang/a"]  # the namespace of the team's first queue, lang/default
+    assert sim_jobs(config, trace[1:2])[0].workload.name == "JobSet/nlp/a"  # a team without queues: its name
+    with pytest.raises(ValueError, match="trace job 'b': gpus 3 do not split into whole GPUs over 2 pods"):
+        sim_jobs(config, trace[2:])
+
+
+@settings(max_examples=int(os.environ.get("KUOTA_HYPOTHESIS_EXAMPLES", "150")), deadline=None)
+@given(
+    gpus=st.integers(0, 512),
+    cpu_milli=st.integers(0, 10**9),
+    memory_milli=st.integers(0, 2**62),
+    pods=st.integers(1, 64),
+    split=st.booleans(),
+)
+def test_splitting_over_pods_then_summing_gives_the_totals(
+    gpus: int, cpu_milli: int, memory_milli: int, pods: int, split: bool
+) -> None:
+    if split:  # mostly totals that split, so both branches are exercised
+        gpus, cpu_milli, memory_milli = (gpus // pods * pods, cpu_milli // pods * pods, memory_milli // pods * pods)
+    with tempfile.TemporaryDirectory() as folder:
+        path = write(Path(folder), KINDS_HEAD + f"0,60,nlp,{gpus},{cpu_milli}m,{memory_milli}m,JobSet,{pods}\n")
+        splits = gpus % pods == 0 and cpu_milli % pods == 0 and memory_milli % pods == 0
+        if not splits:
+            with pytest.raises(TraceError, match=f"{path}, line 2: .* do not split"):
+                read_trace(path, "csv", TraceMapping(), GPU_MEMORY_CONFIG)
+            return
+        (job,) = read_trace(path, "csv", TraceMapping(), GPU_MEMORY_CONFIG)
+    assert (job.gpus, job.cpu_milli, job.memory_milli, job.pods) == (gpus, cpu_milli, memory_milli, pods)
+    (pod_set,) = sim_jobs(GPU_MEMORY_CONFIG, [job])[0].workload.pod_sets
+    assert pod_set.count == pods
+    totals = {resource: milli * pods for resource, milli in pod_set.requests.items()}
+    wanted = {"nvidia.com/gpu": gpus * 1000, "cpu": cpu_milli, "memory": memory_milli}
+    assert totals == {resource: milli for resource, milli in wanted.items() if milli}
+
+
 # -- mappings ------------------------------------------------------------------------------------------------------
 
 
@@ -392,6 +534,8 @@ def test_default_mappings_are_documented_shapes(config: QuotaConfig) -> None:
     assert openb.team == Assign(column="name", hash=True)
     assert openb.priority == Assign(column="qos", map=qos_map(config))
     assert default_mapping("csv", config).team == Assign(column="team")
+    assert default_mapping("csv", config).kind == Assign(column="kind")
+    assert itp.kind is None and openb.kind is None  # Jobs, unless a mapping says otherwise
 
 
 # -- the sample files ----------------------------------------------------------------------------------------------
@@ -441,6 +585,18 @@ def test_sample_slice_reads_and_overloads_the_sample_org() -> None:
     assert peak > quota
     mapping = load_mapping(SAMPLES / "itp-slice.mapping.yaml")
     assert mapping.team is not None and mapping.team.map is not None and len(mapping.team.map) == 10
+
+
+def test_sample_kinds_trace_is_a_day_of_gangs_for_the_sample_org() -> None:
+    config = load_config_file(SAMPLES / "org-quota.yaml")
+    jobs = read_trace(SAMPLES / "kinds-day.csv", "csv", TraceMapping(), config)
+    assert {job.team for job in jobs} == {team.name for team in config.teams}
+    assert {job.kind for job in jobs} >= {"Job", "JobSet", "PyTorchJob", "RayJob", "MPIJob", "JAXJob", "TFJob"}
+    assert max(job.submit_ms for job in jobs) < 86_400_000 and max(job.pods for job in jobs) == 64
+    summary = replay(config, jobs).summary()
+    assert summary["finished"] == len(jobs)
+    kinds = summary["kinds"]
+    assert isinstance(kinds, dict) and kinds["JobSet"]["preemptions"] == 1  # the borrowing pretraining gang, reclaimed
 
 
 def test_sample_slice_is_what_the_script_makes() -> None:

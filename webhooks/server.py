@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import structlog
 from aiohttp import web
 
+from queues.tasks import BackgroundTasks
 from webhooks.app import make_app
 from webhooks.state import WebhookState
 from webhooks.tls import ReloadingTLS
@@ -42,7 +42,7 @@ class WebhookServer:
         self.poll_interval = poll_interval
         self.shutdown_timeout = shutdown_timeout
         self._runner: web.AppRunner | None = None
-        self._poller: asyncio.Task[None] | None = None
+        self._tasks = BackgroundTasks("webhook server")
 
     async def start(self) -> None:
         self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=self.shutdown_timeout)
@@ -52,17 +52,13 @@ class WebhookServer:
         addresses = self._runner.addresses
         if addresses:
             self.port = int(addresses[0][1])  # the real port when asked for port 0
-        self._poller = asyncio.create_task(self._poll(), name="kuota-webhook-reload")
+        self._tasks.start(self._poll(), "kuota-webhook-reload")
         self.state.ready = True
         log.info("webhook serving", host=self.host, port=self.port)
 
     async def stop(self) -> None:
         self.state.ready = False
-        if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
-            self._poller = None
+        await self._tasks.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -79,6 +79,12 @@ class WebhookState:
         except ConfigError as exc:
             log.error("quota file rejected; keeping the previous one", path=str(path), error=exc.render())
             return False
+        if view.config.job_kinds != self.view.config.job_kinds:
+            log.warning(
+                "jobKinds changed in the quota file; the kinds served change when kuota restarts",
+                path=str(path),
+                serving=list(self.kinds.names()),
+            )
         self.view = view
         log.info("quota file reloaded", path=str(path), teams=len(view.config.teams))
         return True

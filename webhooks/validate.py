@@ -170,8 +170,4 @@ def _what_is_asked(
 def _never_fits(reading: Reading, view: ConfigView) -> str | None:
     if reading.pod_sets is None or reading.team is None:
         return None  # not kuota's, or unreadable
-    for pod_set in reading.pod_sets:
-        reason = view.capacity.pod_set_never_fits(reading.team, pod_set)
-        if reason is not None:
-            return reason
-    return None
+    return view.capacity.pod_sets_never_fit(reading.team, reading.pod_sets)

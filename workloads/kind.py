@@ -9,12 +9,19 @@ call them on the request path and inside the controller's watch.
 
 Most operators define a boolean that holds their object back (`spec.suspend`, `spec.runPolicy.suspend`):
 `SuspendFieldKind` is that mechanism once, so such a kind only says where its switch and templates are.
+
+A few kinds keep their pod templates in another object they name (a TrainJob runs the JobSet template of the
+training runtime in its `spec.runtimeRef`). Such a kind lists the kinds it refers to (`referenced_kinds`), says
+which objects one of its objects refers to (`references`), and reads its templates with those objects looked up
+(`resolved_templates`, given a `Resolve`); its plain `templates` says what the object alone tells. Whoever reads
+it supplies the lookup: the cluster adapter watches the referenced kinds; the webhooks have no lookup, and read
+what they can from the object alone.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -41,6 +48,52 @@ def dotted(path: Path) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Reference:
+    """Another object that an object's pod sets are read from (a TrainJob's training runtime)."""
+
+    group: str
+    kind: str
+    namespace: str | None
+    """None for a cluster-scoped object."""
+    name: str
+
+    def __str__(self) -> str:
+        """As messages name it: `ClusterTrainingRuntime torch-distributed`, `TrainingRuntime ml/torch-init`."""
+        return f"{self.kind} {self.name}" if self.namespace is None else f"{self.kind} {self.namespace}/{self.name}"
+
+
+Resolve = Callable[[Reference], Mapping[str, Any] | None]
+"""Looks a referenced object up: its body as the API server sends it, or None while it does not exist."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReferencedKind:
+    """A kind of object that objects of some job kind refer to: what the cluster adapter lists and watches for it."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def noun(self) -> str:
+        return f"{self.group}/{self.version} {self.kind}"
+
+    def reference(self, obj: Any) -> Reference | None:
+        """The reference naming `obj`, an object of this kind as the API server lists it (None if it has no name)."""
+        metadata = mapping(mapping(obj).get("metadata"))
+        name, namespace = metadata.get("name"), metadata.get("namespace")
+        if not isinstance(name, str) or not name:
+            return None
+        if not self.namespaced:
+            return Reference(self.group, self.kind, None, name)
+        if not isinstance(namespace, str) or not namespace:
+            return None
+        return Reference(self.group, self.kind, namespace, name)
+
+
+@dataclass(frozen=True, slots=True)
 class PodTemplate:
     """One pod set of an object, where it is and how many pods it runs at once."""
 
@@ -52,6 +105,13 @@ class PodTemplate:
     count: int
     scaled: Path | None = None
     """The count field kuota may lower to admit fewer pods (partial admission); None: all pods or none."""
+    source: Reference | None = None
+    """The object the PodSpec was read from when it is not the object itself (`path` is then a path in it)."""
+
+    @property
+    def where(self) -> str:
+        """The PodSpec's place as messages quote it, naming the object it is in when that is another one."""
+        return dotted(self.path) if self.source is None else f"{self.source} {dotted(self.path)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +144,8 @@ class JobKind(ABC):
     plural: ClassVar[str]
     partial_admission: ClassVar[bool] = False
     """Whether some pod set can start with fewer pods (its template names `scaled`)."""
+    referenced_kinds: ClassVar[tuple[ReferencedKind, ...]] = ()
+    """The kinds of the other objects that objects of this kind read their pod sets from (none for most kinds)."""
 
     @property
     def api_version(self) -> str:
@@ -144,13 +206,41 @@ class JobKind(ABC):
         in a way only this kind has, as a denial message; None when it would not."""
         return None
 
-    def read_templates(self, obj: Any) -> list[PodTemplate]:
-        """The templates of `obj`, problems ignored: for objects the webhooks already let through."""
-        return self.templates(mapping(mapping(obj).get("spec")), [])
+    def references(self, obj: Mapping[str, Any], namespace: str | None = None) -> tuple[Reference, ...]:
+        """The other objects whose content `obj`'s pod sets are read from; none for most kinds.
 
-    def pod_count(self, obj: Any) -> int:
+        `namespace` is the object's namespace where its body does not say (a CREATE review may not).
+        """
+        return ()
+
+    def resolved_templates(
+        self,
+        obj: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        problems: list[JobProblem],
+        resolve: Resolve,
+        namespace: str | None = None,
+    ) -> list[PodTemplate]:
+        """The pod templates of `obj` (whose `spec` is given) with the objects it references looked up by `resolve`.
+
+        A kind with references reads them here, with a problem for each it cannot find; every other kind's
+        templates are its `templates`.
+        """
+        return self.templates(spec, problems)
+
+    def read_templates(self, obj: Any, resolve: Resolve | None = None) -> list[PodTemplate]:
+        """The templates of `obj`, problems ignored: for objects the webhooks already let through.
+
+        Without `resolve`, a kind whose pod sets live in objects it references has none.
+        """
+        spec = mapping(mapping(obj).get("spec"))
+        if resolve is None:
+            return self.templates(spec, [])
+        return self.resolved_templates(mapping(obj), spec, [], resolve)
+
+    def pod_count(self, obj: Any, resolve: Resolve | None = None) -> int:
         """Pods the object runs at once, across all its pod sets."""
-        return sum(t.count for t in self.read_templates(obj))
+        return sum(t.count for t in self.read_templates(obj, resolve))
 
 
 # -- reading helpers kinds share ------------------------------------------------------------------------------------

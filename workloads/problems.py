@@ -23,6 +23,8 @@ class JobProblemKind(StrEnum):
     BAD_MIN_PARALLELISM = "BadMinParallelism"
     BAD_CHECKPOINT_URL = "BadCheckpointURL"
     BAD_QUANTITY = "BadQuantity"
+    UNKNOWN_REFERENCE = "UnknownReference"
+    """An object it reads its pod sets from (a TrainJob's runtime) does not exist, or not yet."""
 
 
 @dataclass(frozen=True, slots=True)

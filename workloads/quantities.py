@@ -53,7 +53,8 @@ def _cached_milli(raw: str | int | float) -> int | None:
     return _read_milli(raw)
 
 
-def _quantity(raw: Any, path: str, problems: list[JobProblem]) -> int | None:
+def quantity(raw: Any, path: str, problems: list[JobProblem]) -> int | None:
+    """One quantity in milli-units, or None with a problem saying why it is not one (for the field at `path`)."""
     milli = _milli(raw) if type(raw) in _QUANTITY_TYPES else None
     if milli is None:
         problems.append(_quantity_problem(raw, path))
@@ -185,7 +186,7 @@ def pod_requests_into(pod: Mapping[str, Any], path: str, problems: list[JobProbl
     if overhead is not None:
         if is_map(overhead):
             for resource, raw in overhead.items():
-                milli = _quantity(raw, f"{path}.overhead[{resource}]", problems)
+                milli = quantity(raw, f"{path}.overhead[{resource}]", problems)
                 if milli is not None:
                     total[str(resource)] = total.get(str(resource), 0) + milli
         else:

@@ -5,6 +5,10 @@ Pure: the object (the JSON the API server sends, as plain mappings), its kind an
 review, so the reading builds no frozen Workload and type-checks each part once.
 
 A workload is named `KIND/NAMESPACE/NAME` everywhere, so that a JobSet and a Job of the same name never collide.
+
+A kind that reads its pod sets from objects it references (a TrainJob's runtime) is read with a `Resolve` that
+looks them up; without one (the webhooks have none) everything the object alone says is checked, and its pod sets
+stay unknown.
 """
 
 from __future__ import annotations
@@ -14,14 +18,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from admission.labels import QUEUE_LABEL
-from admission.workload import PodSet, Workload
+from admission.workload import Workload
 from quota.config import PriorityClass, QuotaConfig
+from quota.pod_set import PodSet
 from quota.quantity import format_resource, too_large
 from workloads.gates import GatedKind, Group, GroupReading
-from workloads.kind import JobKind, PodTemplate, dotted
+from workloads.kind import JobKind, PodTemplate, Resolve, dotted
 from workloads.problems import JobError, JobProblem, JobProblemKind, not_a
 from workloads.quantities import CACHED_TEXT_MAX, is_map, mapping, pod_requests_into
 from workloads.rules import (
@@ -103,7 +108,8 @@ class Reading(NamedTuple):
     team: str | None
     priority_class: PriorityClass | None
     pod_sets: tuple[PodSetRequest, ...] | None
-    """Set exactly when the object converts to a workload: kuota manages it and nothing is wrong with it."""
+    """Set exactly when the object converts to a workload: kuota manages it and nothing is wrong with it (and, for a
+    kind that reads its pod sets from objects it references, those could be looked up)."""
 
 
 class Conversion(NamedTuple):
@@ -112,7 +118,8 @@ class Conversion(NamedTuple):
     names: RequestedNames = _NO_NAMES
 
 
-def _string_map(value: Any) -> bool:
+def _string_map(value: Any) -> TypeGuard[Mapping[Any, str]]:
+    """A map whose values are all strings (its keys came from JSON: strings too)."""
     if type(value) is not dict and not isinstance(value, Mapping):
         return False
     # A loop rather than all() over a generator: a third of the cost, for every label and annotation map.
@@ -129,7 +136,7 @@ def _string_map_part(value: Any, path: str, problems: list[JobProblem], noun: st
     if not _string_map(value):
         problems.append(not_a("a map of strings", path, noun))
         return mapping(value)
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def parts(obj: Any, noun: str = "batch/v1 Job") -> Parts:
@@ -154,12 +161,20 @@ def parts(obj: Any, noun: str = "batch/v1 Job") -> Parts:
     return Parts(metadata, labels, annotations, spec, problems)
 
 
-def structure(kind: JobKind, obj: Any) -> tuple[Parts, list[PodTemplate]]:
-    """The parts and pod templates of `obj`; every structural problem is in the parts' problem list."""
+def structure(
+    kind: JobKind, obj: Any, resolve: Resolve | None = None, namespace: str | None = None
+) -> tuple[Parts, list[PodTemplate]]:
+    """The parts and pod templates of `obj`; every structural problem is in the parts' problem list.
+
+    With `resolve`, a kind that references other objects reads its templates from them (a problem for each one
+    that is not found); without it, such a kind's templates are what the object alone says (none).
+    """
     found = parts(obj, kind.noun)
     if not is_map(obj) or (obj.get("spec") is not None and not is_map(obj.get("spec"))):
         return found, []  # nothing below an unreadable spec can be read
-    return found, kind.templates(found.spec, found.problems)
+    if resolve is None:
+        return found, kind.templates(found.spec, found.problems)
+    return found, kind.resolved_templates(obj, found.spec, found.problems, resolve, namespace)
 
 
 def structure_problems(kind: JobKind, obj: Any) -> list[JobProblem]:
@@ -167,12 +182,16 @@ def structure_problems(kind: JobKind, obj: Any) -> list[JobProblem]:
     return structure(kind, obj)[0].problems
 
 
-def read(kind: JobKind, obj: Any, index: ConfigIndex, namespace: str | None = None) -> Reading:
+def read(
+    kind: JobKind, obj: Any, index: ConfigIndex, namespace: str | None = None, resolve: Resolve | None = None
+) -> Reading:
     """`obj` read for `convert`, problems and all, without building its Workload.
 
-    `namespace` is the request's namespace when the body does not carry one (it may not on CREATE).
+    `namespace` is the request's namespace when the body does not carry one (it may not on CREATE). `resolve` looks
+    up the objects a kind like TrainJob reads its pod sets from; without it their pod sets are left unknown (None)
+    while every other rule is still checked.
     """
-    (metadata, labels, annotations, _spec, problems), templates = structure(kind, obj)
+    (metadata, labels, annotations, _spec, problems), templates = structure(kind, obj, resolve, namespace)
     if not is_map(obj):
         return Reading(tuple(problems), _NO_NAMES, metadata, labels, annotations, None, None, None, None, None)
     names = names_in_labels(labels)
@@ -187,7 +206,8 @@ def read(kind: JobKind, obj: Any, index: ConfigIndex, namespace: str | None = No
                 )
             )
             return Reading(tuple(problems), names, metadata, labels, annotations, None, None, None, None, None)
-    return _read_parts(kind, metadata, labels, annotations, templates, problems, names, namespace, index)
+    unresolved = resolve is None and bool(kind.referenced_kinds)
+    return _read_parts(kind, metadata, labels, annotations, templates, problems, names, namespace, index, unresolved)
 
 
 def _read_parts(
@@ -200,7 +220,10 @@ def _read_parts(
     names: RequestedNames,
     namespace: str,
     index: ConfigIndex,
+    unresolved: bool = False,
 ) -> Reading:
+    """The rest of `read`, shared with `read_group`. `unresolved`: the kind reads its pod sets from objects it
+    references and there was no lookup, so there are no pod sets to convert even when nothing is wrong."""
     queue, team, queue_problem = queue_of(names, namespace, index, kind.kind)
     if queue_problem is not None:
         problems.append(queue_problem)
@@ -214,7 +237,7 @@ def _read_parts(
         problems.append(url_problem)
     problems.extend(kind.metadata_problems(labels, annotations))
     pod_sets = _pod_sets(kind, templates, annotations, problems)
-    if problems or team is None:
+    if problems or team is None or unresolved:
         return Reading(
             tuple(problems), names, metadata, labels, annotations, namespace, queue, team, priority_class, None
         )
@@ -241,7 +264,7 @@ def _pod_sets(
     out: list[PodSetRequest] = []
     totals: dict[str, int] = {}
     for template in templates:
-        requests = pod_requests_into(template.spec, dotted(template.path), problems)
+        requests = pod_requests_into(template.spec, template.where, problems)
         for resource, milli in requests.items():
             totals[resource] = totals.get(resource, 0) + milli * template.count
         out.append(
@@ -263,7 +286,7 @@ def _too_much(kind: JobKind, templates: list[PodTemplate], pod_sets: list[PodSet
     if len(pod_sets) == 1:
         only = pod_sets[0]
         asks = f"{only.count} pods of {format_resource(resource, only.requests[resource])} {resource} each"
-        where = dotted(templates[0].path)
+        where = templates[0].where
     else:
         asks = f"{resource} over its pod sets ({', '.join(p.name for p in pod_sets)})"
         where = "spec"
@@ -275,12 +298,15 @@ def _too_much(kind: JobKind, templates: list[PodTemplate], pod_sets: list[PodSet
     )
 
 
-def convert(kind: JobKind, obj: Any, config: QuotaConfig, namespace: str | None = None) -> Conversion:
+def convert(
+    kind: JobKind, obj: Any, config: QuotaConfig, namespace: str | None = None, resolve: Resolve | None = None
+) -> Conversion:
     """The workload `obj` asks kuota to admit, or every problem that stops it from being one.
 
-    An object kuota does not manage (no queue, namespace not managed) converts to no workload and no problem.
+    An object kuota does not manage (no queue, namespace not managed) converts to no workload and no problem; so
+    does one whose pod sets live in objects it references when there is no `resolve` to look them up.
     """
-    reading = read(kind, obj, config_index(config), namespace)
+    reading = read(kind, obj, config_index(config), namespace, resolve)
     if reading.pod_sets is None or reading.team is None or reading.queue is None or reading.namespace is None:
         return Conversion(None, reading.problems, reading.names)
     name = reading.metadata.get("name") or reading.metadata.get("generateName") or ""
@@ -358,14 +384,18 @@ def convert_group(kind: GatedKind, group: Group, config: QuotaConfig) -> GroupCo
     return GroupConversion(_workload(reading, key, created_at), (), found.pod_set_of, True)
 
 
-def workload_of(kind: JobKind, obj: Any, config: QuotaConfig, namespace: str | None = None) -> Workload:
+def workload_of(
+    kind: JobKind, obj: Any, config: QuotaConfig, namespace: str | None = None, resolve: Resolve | None = None
+) -> Workload:
     """The workload of an object kuota manages; raises JobError listing every problem otherwise (also when kuota
     does not manage it: it has no team to be admitted under)."""
-    conversion = convert(kind, obj, config, namespace)
+    conversion = convert(kind, obj, config, namespace, resolve)
     if conversion.workload is not None:
         return conversion.workload
     if conversion.problems:
         raise JobError(conversion.problems)
+    if resolve is None and kind.referenced_kinds:
+        raise ValueError(f"a {kind.kind} reads its pod sets from the objects it references: pass resolve")
     raise JobError(
         [
             JobProblem(

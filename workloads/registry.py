@@ -25,6 +25,7 @@ from workloads.kinds.mpijob import MPIJOB
 from workloads.kinds.pod import POD
 from workloads.kinds.raycluster import RAYCLUSTER
 from workloads.kinds.rayjob import RAYJOB
+from workloads.kinds.trainjob import TRAINJOB
 from workloads.quantities import is_map, mapping
 
 #: Every kind, in the order listings show them.
@@ -37,6 +38,7 @@ ALL: tuple[JobKind, ...] = (
     PADDLEJOB,
     JAXJOB,
     MPIJOB,
+    TRAINJOB,
     RAYJOB,
     RAYCLUSTER,
     LEADERWORKERSET,

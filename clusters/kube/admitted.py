@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from admission.labels import ADMITTED_FLAVOR, CHECKPOINT_REQUESTED_AT, RESUME_FROM, WORKLOAD_ID
-from admission.workload import PodSet
 from quota.config import Flavor, QuotaConfig, Team
-from workloads.kind import JobKind, JSONPatch, Placement, PodTemplate, pointer
+from quota.pod_set import PodSet
+from workloads.kind import JobKind, JSONPatch, Placement, PodTemplate, Resolve, pointer
 
 Obj = dict[str, Any]
 
@@ -126,13 +126,15 @@ def placements(
     config: QuotaConfig,
     flavors: Mapping[str, Mapping[str, str]],
     counts: Mapping[str, int],
+    resolve: Resolve | None = None,
 ) -> dict[str, Placement]:
     """Where each pod set of `obj` runs: its own selector without any flavor's labels, plus its flavors' labels;
-    its own tolerations plus its flavors'; and its admitted count."""
+    its own tolerations plus its flavors'; and its admitted count. `resolve` looks up the objects a kind like
+    TrainJob reads its pod sets from."""
     flavor_keys = {key for f in config.flavors for key in f.node_labels}
     by_name = {f.name: f for f in config.flavors}
     out: dict[str, Placement] = {}
-    for template in kind.read_templates(obj):
+    for template in kind.read_templates(obj, resolve):
         assigned = sorted(set(flavors.get(template.name, {}).values()))
         out[template.name] = _placement(template, assigned, by_name, flavor_keys, counts.get(template.name))
     return out

@@ -1,7 +1,9 @@
 """The few Kubernetes API calls kuota makes, with client-side rate limiting and retries.
 
 Every call waits for a token (QPS/burst, like client-go's flowcontrol) so a burst of admissions cannot flood the
-API server, and retries 429, 5xx and broken connections with capped exponential backoff (honouring Retry-After).
+API server, and retries 429, 500, 502-504 and broken connections with capped exponential backoff (honouring
+Retry-After). Every other error status is raised as a typed KubeApiError (NotFound, Conflict, Gone, ...), so
+callers catch what they mean instead of comparing numbers.
 Objects of every kind are read and patched as plain JSON (`_preload_content=False`): the job framework's pure
 reading wants the API's own mappings, and skipping the model classes keeps big lists cheap.
 """
@@ -9,10 +11,11 @@ reading wants the API's own mappings, and skipping the model classes keeps big l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 import orjson
@@ -31,7 +34,28 @@ T = TypeVar("T")
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
-RETRYABLE = frozenset({429, 500, 502, 503, 504})
+
+
+class Resource(Protocol):
+    """What listing and watching read of a kind: a job kind, or a kind that job kinds refer to (a TrainJob's
+    training runtimes, some of them cluster-scoped: listing and watching across namespaces serves both)."""
+
+    @property
+    def group(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def plural(self) -> str: ...
+
+
+def _is_pods(kind: Resource) -> bool:
+    """Whether `kind` is the core group's Pod (the one core object kuota reads and writes)."""
+    return kind.group == "" and kind.plural == "pods"
 
 
 class TokenBucket:
@@ -64,7 +88,13 @@ class TokenBucket:
         await asyncio.sleep(-self.tokens / self.rate)
 
 
-class ApiStatusError(Exception):
+class KubeApiError(Exception):
+    """The API server (or a proxy in front of it) answered with an error status.
+
+    KubeApi raises one of the subclasses below wherever a status means something to kuota, so that callers say
+    `except NotFound:` rather than compare numbers; any other status is a KubeApiError itself.
+    """
+
     def __init__(self, status: int, body: str, retry_after: float | None = None) -> None:
         super().__init__(f"HTTP {status}: {body[:300]}")
         self.status = status
@@ -72,23 +102,65 @@ class ApiStatusError(Exception):
         self.retry_after = retry_after
 
 
-def _is_pods(kind: JobKind) -> bool:
-    """Whether `kind` is the core group's Pod (the one core object kuota reads and writes)."""
-    return kind.group == "" and kind.plural == "pods"
+class Forbidden(KubeApiError):
+    """403: RBAC, or an admission webhook or policy, refuses the request."""
 
 
-def status_of(exc: BaseException) -> int | None:
-    if isinstance(exc, ApiStatusError):
-        return exc.status
-    if isinstance(exc, ApiException):
-        return int(exc.status or 0)
-    return None
+class NotFound(KubeApiError):
+    """404: the object (or its namespace) is not there."""
 
 
-def _retry_after(exc: BaseException) -> float | None:
-    if isinstance(exc, ApiStatusError):
-        return exc.retry_after
-    headers = getattr(exc, "headers", None)
+class Conflict(KubeApiError):
+    """409: written at an older resourceVersion, or created when it exists already."""
+
+
+class Gone(KubeApiError):
+    """410: the resourceVersion (or list continue token) asked for has been compacted away."""
+
+
+class Invalid(KubeApiError):
+    """422: the object, or the patch, does not validate."""
+
+
+class TooManyRequests(KubeApiError):
+    """429: the API server's priority and fairness throttles us; worth retrying (after Retry-After)."""
+
+
+class ServerError(KubeApiError):
+    """5xx. Itself (501, 505, ...) no retry will fix; its InternalError and Unavailable are worth retrying."""
+
+
+class InternalError(ServerError):
+    """500: worth retrying."""
+
+
+class Unavailable(ServerError):
+    """502, 503 or 504 from the API server or a proxy in front of it, or no status at all: worth retrying."""
+
+
+_ERRORS: dict[int, type[KubeApiError]] = {
+    0: Unavailable,  # kubernetes_asyncio's ApiException without a status: the request got no answer
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    422: Invalid,
+    429: TooManyRequests,
+    500: InternalError,
+    502: Unavailable,
+    503: Unavailable,
+    504: Unavailable,
+}
+RETRYABLE: tuple[type[KubeApiError], ...] = (TooManyRequests, InternalError, Unavailable)
+
+
+def api_error(status: int, body: str, retry_after: float | None = None) -> KubeApiError:
+    """The typed error for an answer with this status."""
+    fallback = ServerError if status >= 500 else KubeApiError
+    return _ERRORS.get(status, fallback)(status, body, retry_after)
+
+
+def _retry_after(headers: Mapping[str, str] | None) -> float | None:
     raw = headers.get("Retry-After") if headers else None
     try:
         return float(raw) if raw is not None else None
@@ -96,10 +168,19 @@ def _retry_after(exc: BaseException) -> float | None:
         return None
 
 
+def _translated(exc: ApiException) -> KubeApiError:
+    body = exc.body if isinstance(exc.body, str) else (exc.body or b"").decode("utf-8", "replace")
+    return api_error(int(exc.status or 0), body or str(exc.reason or ""), _retry_after(exc.headers))
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status of an error from KubeApi, for logs (decisions catch the typed errors)."""
+    return exc.status if isinstance(exc, KubeApiError) else None
+
+
 def retryable(exc: BaseException) -> bool:
-    status = status_of(exc)
-    if status is not None:
-        return status in RETRYABLE or status == 0
+    if isinstance(exc, KubeApiError):
+        return isinstance(exc, RETRYABLE)
     return isinstance(exc, aiohttp.ClientError | asyncio.TimeoutError | ConnectionError)
 
 
@@ -205,19 +286,20 @@ class KubeApi:
             except Exception as exc:
                 if attempt == limit or not retryable(exc):
                     raise
-                delay = _retry_after(exc) or min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))
+                retry_after = exc.retry_after if isinstance(exc, KubeApiError) else None
+                delay = retry_after or min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))
                 delay *= 0.5 + random.random()  # jitter: replicas and Jobs do not retry in lockstep
                 log.info("kube_retry", call=what, attempt=attempt, status=status_of(exc), error=str(exc)[:200])
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
     # -- objects of every kind, as plain JSON ---------------------------------------------------------------------
-    # Every kind kuota queues lives under /apis/GROUP/VERSION (batch/v1 Jobs too), so the custom-objects calls
-    # serve them all: one code path, whatever the kind. The one object of the core group kuota reads and writes is
-    # the Pod (for the kinds held back pod by pod), through the core API's own calls.
+    # Every kind kuota queues or reads lives under /apis/GROUP/VERSION (batch/v1 Jobs too), so the custom-objects
+    # calls serve them all: one code path, whatever the kind. The one object of the core group kuota reads and
+    # writes is the Pod (for the kinds held back pod by pod), through the core API's own calls.
 
     async def list_objects(
-        self, kind: JobKind, *, limit: int = 500, label_selector: str | None = None
+        self, kind: Resource, *, limit: int = 500, label_selector: str | None = None
     ) -> tuple[list[Obj], str]:
         """Every object of `kind` in every namespace (paged; those `label_selector` selects, when given), and the
         list's resourceVersion to watch from."""
@@ -238,18 +320,18 @@ class KubeApi:
             if not token:
                 return items, version
 
-    def _list_call(self, kind: JobKind, **kwargs: Any) -> Awaitable[Any]:
+    def _list_call(self, kind: Resource, **kwargs: Any) -> Awaitable[Any]:
         if _is_pods(kind):
             return self.core.list_pod_for_all_namespaces(**kwargs)  # type: ignore[no-any-return]
         return self.objects.list_cluster_custom_object(  # type: ignore[no-any-return]
             kind.group, kind.version, kind.plural, **kwargs
         )
 
-    def _lister(self, kind: JobKind, kwargs: dict[str, Any]) -> Callable[[], Awaitable[Obj]]:
+    def _lister(self, kind: Resource, kwargs: dict[str, Any]) -> Callable[[], Awaitable[Obj]]:
         return lambda: self._json(self._list_call(kind, **kwargs))
 
     async def watch_objects(
-        self, kind: JobKind, version: str, timeout_s: int, *, label_selector: str | None = None
+        self, kind: Resource, version: str, timeout_s: int, *, label_selector: str | None = None
     ) -> Any:
         """The raw watch response for `kind` from `version`, with bookmarks (the caller reads and releases it)."""
         selected = {"label_selector": label_selector} if label_selector else {}
@@ -283,14 +365,11 @@ class KubeApi:
         if not _is_pods(kind):
             raise ValueError(f"kuota deletes pods only, not {kind.plural}")
         body = {"preconditions": {"uid": uid}} if uid else {}
-        try:
+        with contextlib.suppress(NotFound, Conflict):
             await self.call(
                 f"delete {kind.plural} {namespace}/{name}",
                 lambda: self._json(self.core.delete_namespaced_pod(name, namespace, body=body, _preload_content=False)),
             )
-        except ApiStatusError as exc:
-            if exc.status not in (404, 409):
-                raise
 
     async def patch_object(
         self, kind: JobKind, namespace: str, name: str, patch: Obj | Callable[[Obj | None], JSONPatch]
@@ -307,12 +386,13 @@ class KubeApi:
             body, content_type = (patch(current), JSON_PATCH) if callable(patch) else (patch, MERGE_PATCH)
             try:
                 return await self.call(what, self._patcher(kind, namespace, name, body, content_type))
-            except Exception as exc:
-                status = status_of(exc)
-                if status != 409 and not (status == 422 and callable(patch)):
+            except Invalid:
+                if not callable(patch):
                     raise
-                current = await self.get_object(kind, namespace, name)
-        raise ApiStatusError(409, f"{kind.plural} {namespace}/{name} kept conflicting")
+            except Conflict:
+                pass
+            current = await self.get_object(kind, namespace, name)
+        raise Conflict(409, f"{kind.plural} {namespace}/{name} kept conflicting")
 
     def _patcher(
         self, kind: JobKind, namespace: str, name: str, body: Any, content_type: str
@@ -337,16 +417,46 @@ class KubeApi:
         )
 
     async def _json(self, pending: Awaitable[Any]) -> Obj:
-        response = await pending
+        """The JSON body of a 2xx answer; any other raises its KubeApiError."""
+        try:
+            response = await pending
+        except ApiException as exc:
+            raise _translated(exc) from exc
         try:
             body = await response.read()
         finally:
             response.release()
         if not 200 <= response.status <= 299:
             retry = response.headers.get("Retry-After")
-            raise ApiStatusError(response.status, body.decode("utf-8", "replace"), float(retry) if retry else None)
+            raise api_error(response.status, body.decode("utf-8", "replace"), float(retry) if retry else None)
         decoded: Obj = orjson.loads(body)
         return decoded
+
+    # -- the Lease and the quota file's ConfigMap ---------------------------------------------------------------
+
+    async def get_lease(self, namespace: str, name: str) -> Obj:
+        return await self.call(
+            "get lease",
+            lambda: self._json(self.coordination.read_namespaced_lease(name, namespace, _preload_content=False)),
+            attempts=2,
+        )
+
+    # Writes of the Lease are neither rate-limited nor retried: the elector tries again every retry period, and a
+    # renewal must not queue behind admissions for a token.
+
+    async def create_lease(self, namespace: str, body: Obj) -> Obj:
+        return await self._json(self.coordination.create_namespaced_lease(namespace, body, _preload_content=False))
+
+    async def replace_lease(self, namespace: str, name: str, body: Obj) -> Obj:
+        return await self._json(
+            self.coordination.replace_namespaced_lease(name, namespace, body, _preload_content=False)
+        )
+
+    async def get_config_map(self, namespace: str, name: str) -> Obj:
+        return await self.call(
+            "get configmap",
+            lambda: self._json(self.core.read_namespaced_config_map(name, namespace, _preload_content=False)),
+        )
 
     async def create_event(self, namespace: str, body: Obj) -> None:
         await self.call(

@@ -12,6 +12,18 @@ a patch holds is the kind's (workloads/):
 * request_checkpoint: POST to `kuota.dev/checkpoint-url`, else stamp `kuota.dev/checkpoint-requested-at`; the job
   answers by setting `kuota.dev/checkpoint-completed-at` (and maybe `kuota.dev/checkpoint-id`);
 * suspend: the kind's stop patch; the workload counts as suspended once its kind reports it stopped.
+
+A kind that reads its pod sets from objects it refers to (a TrainJob, from its training runtime) brings the kinds
+of those objects along: they are listed and watched too, kept here by reference, and looked up when such an object
+is read. One that cannot be queued yet (its runtime is not there, or does not read) waits out of the queue with a
+`NotQueued` warning Event saying why (the webhooks cannot see runtimes, so nobody else can tell the user), and is
+read again whenever an object it refers to appears or changes. Once queued it keeps the pod sets it was read with,
+and is admitted with the objects it was read with: the trainer, too, runs a TrainJob from the copy of its runtime
+it took when it first saw it, whatever becomes of the runtime later.
+
+The kinds held back pod by pod (a LeaderWorkerSet, plain pods) are clusters/kube/gated.py's: one more list+watch,
+of the pods that name a queue, feeds it, and it uses the steps below (submit, progress, finished, ...) for its
+workloads as this module does for objects.
 """
 
 from __future__ import annotations
@@ -41,15 +53,16 @@ from clusters.kube.admitted import (
     flavor_labels,
     placements,
 )
-from clusters.kube.api import KubeApi, status_of
+from clusters.kube.api import KubeApi, NotFound, status_of
 from clusters.kube.events import rfc3339
 from clusters.kube.gated import GatedWorkloads
 from clusters.kube.watch import Reflector
 from queues.controller import Controller
 from queues.loop import ControllerLoop, wall_clock_ms
+from queues.tasks import BackgroundTasks
 from quota.config import QuotaConfig
 from workloads.gates import GATED_POD, GatedKind, pod_name
-from workloads.kind import JobKind, JSONPatch, Status, parse_time
+from workloads.kind import JobKind, JSONPatch, Reference, ReferencedKind, Resolve, Status, parse_time
 from workloads.problems import JobProblem
 from workloads.reading import convert, split_key, workload_key
 from workloads.registry import Registry, enabled_kinds
@@ -63,6 +76,10 @@ CHECKPOINT_POST_TIMEOUT_S = 5.0
 
 #: The reflector of the pods of kinds held back pod by pod, beside one per kind.
 PODS = GATED_POD.plural
+
+
+class Unplaceable(Exception):
+    """An admitted workload's pod sets are not all in its object as read now (a TrainJob whose runtime went)."""
 
 
 def object_key(kind: JobKind, obj: Mapping[str, Any]) -> str:
@@ -110,16 +127,12 @@ class KubeCluster:
         """When the ledger says a running Job was admitted (for rebuilt admissions)."""
         self.unreadable: dict[str, str] = {}
         self.patches = 0
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._calls = BackgroundTasks("kube cluster calls")
+        """The API calls the controller's commands made, each a task so that every command returns at once."""
         self.gated = GatedWorkloads(self)
         """The workloads of kinds held back pod by pod (clusters/kube/gated.py)."""
         self.reflectors = {
-            kind.kind: Reflector(
-                api,
-                kind,
-                lambda items, kind=kind: self.on_list(kind, items),  # type: ignore[misc]
-                lambda event, obj, kind=kind: self.on_event(kind, event, obj),  # type: ignore[misc]
-            )
+            kind.kind: self._reflector(kind)
             for kind in self.kinds
             if not isinstance(kind, GatedKind) or kind.defines_workloads
         }
@@ -129,38 +142,68 @@ class KubeCluster:
             self.reflectors[PODS] = Reflector(
                 api, GATED_POD, self.gated.pods_listed, self.gated.pod_event, label_selector=QUEUE_LABEL
             )
-        self._watch_tasks: list[asyncio.Task[None]] = []
+        self.referenced_kinds: dict[str, ReferencedKind] = {
+            referenced.kind: referenced for kind in self.kinds for referenced in kind.referenced_kinds
+        }
+        """The kinds of the objects that enabled kinds read their pod sets from (a TrainJob's runtimes)."""
+        for name, referenced in self.referenced_kinds.items():
+            assert name not in self.reflectors, f"{name} is both a job kind and a kind job kinds refer to"
+            self.reflectors[name] = self._referenced_reflector(referenced)
+        self.referenced: dict[Reference, Obj] = {}
+        """The latest body of every object of those kinds."""
+        self.read_with: dict[str, dict[Reference, Obj]] = {}
+        """For a submitted workload of such a kind, the objects it was read with (it is admitted with them)."""
+        self.waiting: dict[str, tuple[JobKind, Obj]] = {}
+        """Objects of such kinds that kuota manages but could not queue (their runtime is missing, say): read again
+        when an object they refer to appears or changes."""
+        self.not_queued: Callable[[str, str], None] | None = None
+        """Told (workload key, reason) when one of those cannot be queued, once per reason."""
+        self._watches = BackgroundTasks("kube watches")
 
     # -- life ---------------------------------------------------------------------------------------------------
+
+    def _reflector(self, kind: JobKind) -> Reflector:
+        """The list+watch of one kind, reporting to on_list and on_event with the kind."""
+
+        def listed(items: list[Obj]) -> None:
+            self.on_list(kind, items)
+
+        def changed(event: str, obj: Obj) -> None:
+            self.on_event(kind, event, obj)
+
+        return Reflector(self.api, kind, listed, changed)
+
+    def _referenced_reflector(self, kind: ReferencedKind) -> Reflector:
+        """The list+watch of a kind that job kinds refer to, reporting to on_referenced_list and _event."""
+
+        def listed(items: list[Obj]) -> None:
+            self.on_referenced_list(kind, items)
+
+        def changed(event: str, obj: Obj) -> None:
+            self.on_referenced_event(kind, event, obj)
+
+        return Reflector(self.api, kind, listed, changed)
 
     def attach(self, controller: Controller, loop: ControllerLoop | None) -> None:
         self.controller = controller
         self.loop = loop
 
     def start_watching(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._watch_tasks = [
-            loop.create_task(reflector.run(), name=f"kuota-watch-{name}") for name, reflector in self.reflectors.items()
-        ]
+        for name, reflector in self.reflectors.items():
+            self._watches.start(reflector.run(), f"kuota-watch-{name}")
 
     async def stop(self) -> None:
-        tasks = [*self._watch_tasks, *self._tasks]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(self._watches.close(), self._calls.close())
         if self._http is not None:
             await self._http.close()
             self._http = None
 
     async def settle(self, timeout_s: float = 5.0) -> None:
         """Wait for the API calls in flight (tests, shutdown)."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout_s)
+        await self._calls.wait(timeout_s)
 
     def spawn(self, coro: Coroutine[Any, Any, None], what: str) -> None:
-        task = asyncio.get_running_loop().create_task(self._guard(coro, what))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._calls.start(self._guard(coro, what), what)
 
     async def _guard(self, coro: Coroutine[Any, Any, None], what: str) -> None:
         try:
@@ -187,7 +230,7 @@ class KubeCluster:
             return
         present = {object_key(kind, obj) for obj in items}
         prefix = f"{kind.kind}/"
-        for key in [k for k in self.submitted if k.startswith(prefix)]:
+        for key in [k for k in (*self.submitted, *self.waiting) if k.startswith(prefix)]:
             if key not in present:
                 self.deleted(key)
         self.done = {k for k in self.done if not k.startswith(prefix) or k in present}
@@ -205,8 +248,48 @@ class KubeCluster:
         else:
             self.observe(kind, obj)
 
+    def on_referenced_list(self, kind: ReferencedKind, items: list[Obj]) -> None:
+        """A full list of a kind that job kinds refer to: what is not in it was deleted meanwhile."""
+        fresh = {reference: obj for obj in items if (reference := kind.reference(obj)) is not None}
+        for reference in [r for r in self.referenced if (r.group, r.kind) == (kind.group, kind.kind)]:
+            if reference not in fresh:
+                del self.referenced[reference]
+        changed = {reference for reference, obj in fresh.items() if self.referenced.get(reference) != obj}
+        self.referenced.update(fresh)
+        self._read_waiting(changed)
+
+    def on_referenced_event(self, kind: ReferencedKind, event: str, obj: Obj) -> None:
+        reference = kind.reference(obj)
+        if reference is None:
+            return
+        if event == "DELETED":
+            self.referenced.pop(reference, None)  # queued objects keep what they were read with
+            return
+        self.referenced[reference] = obj
+        self._read_waiting({reference})
+
+    def resolve(self, reference: Reference) -> Obj | None:
+        """An object that job kinds refer to, as last listed or watched; None while there is none."""
+        return self.referenced.get(reference)
+
+    def _read_waiting(self, changed: set[Reference]) -> None:
+        """Read again the objects that wait for one of `changed`."""
+        if not changed:
+            return
+        for kind, obj in list(self.waiting.values()):
+            if changed.intersection(kind.references(obj)):
+                self.observe(kind, obj)
+
+    def _resolver(self, key: str) -> Resolve:
+        """Looks up what the workload `key` was read with first, then what is there now."""
+        seen = self.read_with.get(key, {})
+        return lambda reference: seen[reference] if reference in seen else self.referenced.get(reference)
+
     def deleted(self, key: str) -> None:
         self.jobs.pop(key, None)
+        self.waiting.pop(key, None)
+        self.read_with.pop(key, None)
+        self.unreadable.pop(key, None)
         self.suspending.discard(key)
         self.awaiting_ack.pop(key, None)
         if key in self.submitted:
@@ -223,6 +306,7 @@ class KubeCluster:
         status = kind.status(obj)
         if key not in self.submitted:
             if key in self.done or status.finished is not None:
+                self.waiting.pop(key, None)
                 return
             workload = self._workload(kind, key, obj)
             if workload is not None:
@@ -275,17 +359,21 @@ class KubeCluster:
         self.suspending.discard(key)
         self.awaiting_ack.pop(key, None)
         self.jobs.pop(key, None)
+        self.read_with.pop(key, None)
         if self.controller is not None:
             self.controller.job_finished(key, self.clock(), succeeded)
             self.wake()
 
-    def not_queued(self, key: str, problems: tuple[JobProblem, ...]) -> None:
-        """Why an object kuota manages is not queued, logged once per reason (nothing when none)."""
+    def note_problems(self, key: str, kind: JobKind, problems: tuple[JobProblem, ...]) -> None:
+        """Why an object kuota manages is not queued, logged once per reason (nothing when none); for a kind that
+        reads referenced objects, `not_queued` is told too (nobody else can tell the user)."""
         if not problems:
             self.unreadable.pop(key, None)
         elif self.unreadable.get(key) != problems[0].message:
             self.unreadable[key] = problems[0].message
             log.warning("job_not_queued", job=key, problems=[p.message for p in problems])
+            if kind.referenced_kinds and self.not_queued is not None:
+                self.not_queued(key, problems[0].message)
 
     def checkpoint_news(self, key: str, previous: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
         """The job's answer to a checkpoint request, or a checkpoint it reports on its own, from its annotations."""
@@ -304,11 +392,17 @@ class KubeCluster:
 
     def _workload(self, kind: JobKind, key: str, obj: Obj) -> Workload | None:
         config = self.config()
-        conversion = convert(kind, obj, config)
+        conversion = convert(kind, obj, config, resolve=self.resolve)
         workload = conversion.workload
-        self.not_queued(key, conversion.problems)
+        if workload is None and conversion.problems and kind.referenced_kinds:
+            self.waiting[key] = (kind, obj)  # before the NotQueued Event, which reads its uid from here
+        else:
+            self.waiting.pop(key, None)
+        self.note_problems(key, kind, conversion.problems)
         if workload is None:
             return None
+        if kind.referenced_kinds:
+            self.read_with[key] = {r: found for r in kind.references(obj) if (found := self.resolve(r)) is not None}
         flavor = job_annotations(obj).get(ADMITTED_FLAVOR)
         team = next((t for t in config.teams if t.name == workload.team), None)
         suspended = kind.is_suspended(obj)
@@ -348,9 +442,16 @@ class KubeCluster:
         config = self.config()
         annotations = admission_annotations(key, flavors, resume_from)
 
+        resolve = self._resolver(key)
+
         def run_patch(current: Obj | None) -> JSONPatch:
             obj = current if current is not None else (self.jobs.get(key) or {})
-            ops = kind.run_patch(obj, placements(kind, obj, config, flavors, counts))
+            where = placements(kind, obj, config, flavors, counts, resolve)
+            missing = [p.name for p in workload.pod_sets if p.name not in where]
+            if missing:
+                # Letting it run would start those pods on no flavor's nodes: the admission fails instead.
+                raise Unplaceable(f"{key}: pod sets {', '.join(missing)} are not in the object as it reads now")
+            ops = kind.run_patch(obj, where)
             return annotation_ops(obj, annotations) + ops
 
         self.suspending.discard(key)
@@ -421,12 +522,9 @@ class KubeCluster:
         try:
             await self.api.patch_object(kind, namespace, name, patch)
             self.patches += 1
-        except Exception as exc:
-            if status_of(exc) == 404:
-                log.info("job_gone_before_patch", job=key)
-                self.deleted(key)
-                return
-            raise
+        except NotFound:
+            log.info("job_gone_before_patch", job=key)
+            self.deleted(key)
 
     async def _admit(self, key: str, patch: Callable[[Obj | None], JSONPatch]) -> None:
         """The run patch; when the API server refuses it for good (the client has retried what can be retried),

@@ -10,14 +10,16 @@ take from the client's request budget: admissions and evictions never wait behin
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 import structlog
 
-from admission.workload import FlavorResource, PreemptionReason, Workload
+from admission.workload import Workload
 from clusters.kube.api import KubeApi, TokenBucket
+from queues.tasks import BackgroundTasks
+from quota.preemption import PreemptionReason
+from quota.tree import FlavorResource
 from workloads.reading import split_key
 from workloads.registry import REGISTRY
 
@@ -61,7 +63,7 @@ class EventRecorder:
         self.burst = burst
         self.rate = rate
         self._buckets: dict[str, TokenBucket] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._sends = BackgroundTasks("kube events")
         self.sent = 0
         self.dropped = 0
 
@@ -114,9 +116,7 @@ class EventRecorder:
             "eventTime": micro_time(at),
             "count": 1,
         }
-        task = asyncio.get_running_loop().create_task(self._send(namespace, body))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._sends.start(self._send(namespace, body), f"event {reason} {namespace}/{involved.get('name')}")
 
     def forget(self, workload: str) -> None:
         self._buckets.pop(workload, None)
@@ -129,8 +129,7 @@ class EventRecorder:
             log.info("event_dropped", reason=body.get("reason"), error=str(exc)[:200])
 
     async def drain(self, timeout_s: float = 2.0) -> None:
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout_s)
+        await self._sends.wait(timeout_s)
 
 
 def _flavors(workload: Workload) -> str:

@@ -19,6 +19,7 @@ filed by workload key in `PodGroups`; after each event, the keys it touched are 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -33,7 +34,7 @@ from admission.labels import (
 )
 from admission.workload import Workload
 from clusters.kube.admitted import admission_annotations, annotation_ops, pod_placement
-from clusters.kube.api import status_of
+from clusters.kube.api import NotFound, status_of
 from clusters.kube.events import rfc3339
 from clusters.kube.pod_groups import PodGroups
 from workloads.gates import (
@@ -172,7 +173,7 @@ class GatedWorkloads:
     def _workload(self, kind: GatedKind, key: str, group: Group) -> Workload | None:
         cluster = self.cluster
         conversion = convert_group(kind, group, cluster.config())
-        cluster.not_queued(key, conversion.problems)
+        cluster.note_problems(key, kind, conversion.problems)
         if conversion.workload is None:
             return None
         workload = conversion.workload
@@ -241,11 +242,8 @@ class GatedWorkloads:
             self.cluster.spawn(self._ungate(key, pod, placement, admitted.annotations), f"admit {key} pod")
 
     async def _merge(self, namespace: str, name: str, body: Obj) -> None:
-        try:
+        with contextlib.suppress(NotFound):  # gone (stopped meanwhile): nothing to ask
             await self.cluster.api.patch_object(GATED_POD, namespace, name, body)
-        except Exception as exc:
-            if status_of(exc) != 404:  # gone (stopped meanwhile): nothing to ask
-                raise
 
     async def _ungate(
         self, key: str, pod: Mapping[str, Any], placement: Placement, annotations: Mapping[str, str | None]
@@ -262,10 +260,10 @@ class GatedWorkloads:
         try:
             await self.cluster.api.patch_object(GATED_POD, namespace, name, patch)
             self.cluster.patches += 1
+        except NotFound:
+            self.in_flight.discard(_uid(pod))  # gone: the watch says what happens next
         except Exception as exc:
             self.in_flight.discard(_uid(pod))
-            if status_of(exc) == 404:
-                return  # gone: the watch says what happens next
             log.error("admission_failed", job=key, pod=name, status=status_of(exc), error=str(exc)[:300])
             cluster = self.cluster
             if cluster.controller is not None and key in cluster.submitted and key in self.admitted:

@@ -20,7 +20,8 @@ from typing import Any
 
 import structlog
 
-from clusters.kube.api import KubeApi, status_of
+from clusters.kube.api import Conflict, KubeApi, NotFound
+from queues.tasks import BackgroundTasks
 
 log = structlog.get_logger("kuota.leader")
 
@@ -61,7 +62,8 @@ class LeaseElector:
         self._last_renew = 0.0
         self._stopping = False
         self._wake = asyncio.Event()
-        self._transition: asyncio.Task[None] | None = None
+        self._transition = BackgroundTasks("leader election")
+        """At most one start or stop of the leader's work at a time."""
 
     async def run(self) -> None:
         while not self._stopping:
@@ -78,27 +80,25 @@ class LeaseElector:
                 if not self.leader:
                     self.leader = True
                     log.info("leader_elected", lease=self.name, identity=self.identity)
-                    await self._switch(self.on_started)
+                    await self._switch(self.on_started, "kuota-leading")
             elif self.leader and now - self._last_renew > self.renew_deadline_s:
                 self.leader = False
                 log.warning("leader_lost", lease=self.name, identity=self.identity)
-                await self._switch(self.on_stopped)
+                await self._switch(self.on_stopped, "kuota-following")
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.retry_period_s)
 
-    async def _switch(self, callback: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    async def _switch(self, callback: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
         # Starting (listing Jobs, reading the ledger) may take a while: the Lease must keep being renewed.
-        if self._transition is not None and not self._transition.done():
-            await self._transition
-        self._transition = asyncio.get_running_loop().create_task(callback())
+        await self._transition.wait()
+        self._transition.start(callback(), name)
 
     async def stop(self) -> None:
         """Step down: stop deciding, then release the Lease so another replica takes over at once."""
         self._stopping = True
         self._wake.set()
-        if self._transition is not None and not self._transition.done():
-            await asyncio.gather(self._transition, return_exceptions=True)
+        await self._transition.wait()
         if self.leader:
             self.leader = False
             await self.on_stopped()
@@ -120,17 +120,9 @@ class LeaseElector:
 
     async def _get(self) -> Obj | None:
         try:
-            return await self.api.call(
-                "get lease",
-                lambda: self.api._json(
-                    self.api.coordination.read_namespaced_lease(self.name, self.namespace, _preload_content=False)
-                ),
-                attempts=2,
-            )
-        except Exception as exc:
-            if status_of(exc) == 404:
-                return None
-            raise
+            return await self.api.get_lease(self.namespace, self.name)
+        except NotFound:
+            return None
 
     async def _try_acquire_or_renew(self) -> bool:
         now = datetime.now(UTC)
@@ -143,13 +135,9 @@ class LeaseElector:
                 "spec": self._spec(now, 0, None),
             }
             try:
-                await self.api._json(
-                    self.api.coordination.create_namespaced_lease(self.namespace, body, _preload_content=False)
-                )
-            except Exception as exc:
-                if status_of(exc) == 409:
-                    return False
-                raise
+                await self.api.create_lease(self.namespace, body)
+            except Conflict:  # another candidate created it first
+                return False
             return True
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
@@ -164,13 +152,9 @@ class LeaseElector:
         acquire = spec.get("acquireTime") if holder == self.identity else None
         lease["spec"] = self._spec(now, transitions, acquire)
         try:
-            await self.api._json(
-                self.api.coordination.replace_namespaced_lease(self.name, self.namespace, lease, _preload_content=False)
-            )
-        except Exception as exc:
-            if status_of(exc) == 409:
-                return False
-            raise
+            await self.api.replace_lease(self.namespace, self.name, lease)
+        except Conflict:  # written by another candidate since we read it
+            return False
         return True
 
     async def _release(self) -> None:
@@ -184,7 +168,5 @@ class LeaseElector:
             "leaseDurationSeconds": 1,
             "renewTime": _micro_time(now),
         }
-        await self.api._json(
-            self.api.coordination.replace_namespaced_lease(self.name, self.namespace, lease, _preload_content=False)
-        )
+        await self.api.replace_lease(self.namespace, self.name, lease)
         log.info("lease_released", lease=self.name, identity=self.identity)

@@ -1,8 +1,9 @@
 """One term as leader: rebuild the controller from the cluster and the ledger, decide, and stop cleanly.
 
-A new leader trusts nothing it remembers from an earlier term. It lists the objects of every enabled kind, and the
-pods of the kinds held back pod by pod (running ones are submitted with their admission, so nothing is admitted
-twice; waiting ones are queued by creation time),
+A new leader trusts nothing it remembers from an earlier term. It lists the objects that enabled kinds refer to
+(a TrainJob's training runtimes) first, so that what refers to them reads at once, then the objects of every
+enabled kind and the pods of the kinds held back pod by pod (running ones are submitted with their admission, so
+nothing is admitted twice; waiting ones are queued by creation time),
 closes in the ledger the usage of work that ended while nobody led, continues every workload's attempt count,
 reloads fair-share credits from the usage intervals, and only then starts the loop and the watches.
 """
@@ -23,7 +24,7 @@ from clusters.kube.api import KubeApi
 from clusters.kube.cluster import PODS, KubeCluster, epoch_ms, is_admitted_running, object_key
 from clusters.kube.events import EventJournal, EventRecorder
 from queues.controller import BACKOFF_BASE_MS, Controller, Tracking
-from queues.journal import Journals, LogJournal
+from queues.journal import Journal, Journals, LogJournal
 from queues.ledger_journal import LedgerJournal
 from queues.loop import ControllerLoop, LoopTimers, wall_clock_ms
 from quota.config import QuotaConfig
@@ -49,7 +50,7 @@ class LeaderTerm:
         instance: str | None = None,
         clock: Callable[[], int] = wall_clock_ms,
         coalesce_s: float = 0.02,
-        extra_journals: Sequence[object] = (),
+        extra_journals: Sequence[Journal] = (),
         backoff_base_ms: int = BACKOFF_BASE_MS,
         kinds: Registry | None = None,
     ) -> None:
@@ -79,12 +80,16 @@ class LeaderTerm:
             clock=self.clock,
         )
         self.cluster = cluster
+        for name, referenced in cluster.referenced_kinds.items():
+            found, version = await self.api.list_objects(referenced)
+            cluster.on_referenced_list(referenced, found)
+            cluster.reflectors[name].version = version
         listed: list[tuple[JobKind, list[dict[str, Any]], str]] = []
-        for name, reflector in cluster.reflectors.items():
-            if name == PODS:
-                continue
-            items, version = await self.api.list_objects(reflector.kind)
-            listed.append((reflector.kind, items, version))
+        for kind in cluster.kinds:
+            if kind.kind not in cluster.reflectors:
+                continue  # held back pod by pod with no object of its own (plain pods): in the pod list below
+            items, version = await self.api.list_objects(kind)
+            listed.append((kind, items, version))
         pods: tuple[list[dict[str, Any]], str] | None = None
         if PODS in cluster.reflectors:
             pods = await self.api.list_objects(GATED_POD, label_selector=cluster.reflectors[PODS].label_selector)
@@ -98,15 +103,16 @@ class LeaderTerm:
         }
         running.update(dict.fromkeys(cluster.gated.running()))
         attempts: dict[str, int] = {}
-        journals: list[object] = [LogJournal()]
+        journals: list[Journal] = [LogJournal()]
         if self.ledger is not None:
             attempts = await self._recover_ledger(listed, running, cluster)
             journals.append(LedgerJournal(self.ledger))
         if self.events:
-            self.recorder = EventRecorder(
+            recorder = self.recorder = EventRecorder(
                 self.api, lambda key: _uid(cluster, key), instance=self.instance, involved_of=cluster.involved
             )
-            journals.append(EventJournal(self.recorder))
+            journals.append(EventJournal(recorder))
+            cluster.not_queued = lambda key, reason: recorder.emit(key, "NotQueued", reason, self.clock(), warning=True)
         journals.extend(self.extra_journals)
         timers = LoopTimers()
         controller = Controller(self.config, cluster, timers, Journals(*journals), backoff_base_ms=self.backoff_base_ms)
@@ -140,6 +146,7 @@ class LeaderTerm:
         log.info(
             "leader_term_started",
             jobs=sum(len(items) for _, items, _ in listed),
+            referenced=len(cluster.referenced),
             running=len(running),
             queued=len(cluster.submitted) - len(running),
         )
@@ -199,7 +206,7 @@ class LeaderTerm:
 
 
 def _uid(cluster: KubeCluster, key: str) -> str | None:
-    job = cluster.jobs.get(key)
+    job = cluster.jobs.get(key) or (cluster.waiting[key][1] if key in cluster.waiting else None)
     uid = ((job or {}).get("metadata") or {}).get("uid")
     return uid if isinstance(uid, str) else None
 

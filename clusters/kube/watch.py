@@ -1,5 +1,6 @@
-"""List and watch every object of one kind, as client-go's reflector does; one reflector per enabled kind (and one
-for the pods of the kinds held back pod by pod, selected by label).
+"""List and watch every object of one kind, as client-go's reflector does; one reflector per enabled kind, one
+per kind that enabled kinds read their pod sets from (a TrainJob's training runtimes), and one for the pods of the
+kinds held back pod by pod, selected by label.
 
 List once (paged) and hand the full set over, then watch from the list's resourceVersion with bookmarks so the
 version we resume from stays fresh. A watch that ends (server timeout, dropped stream) resumes from the last
@@ -17,23 +18,22 @@ from typing import Any
 import orjson
 import structlog
 
-from clusters.kube.api import ApiStatusError, KubeApi, retryable
-from workloads.kind import JobKind
+from clusters.kube.api import Gone, KubeApi, Resource, api_error, retryable
 
 log = structlog.get_logger("kuota.kube.watch")
 
 Obj = dict[str, Any]
 
 
-class Gone(Exception):
-    """The resourceVersion we watch from is too old: list again."""
+class WatchExpired(Gone):
+    """The resourceVersion we watch from is too old: list again, at once (a 410 from a list is an error)."""
 
 
 class Reflector:
     def __init__(
         self,
         api: KubeApi,
-        kind: JobKind,
+        kind: Resource,
         on_list: Callable[[list[Obj]], None],
         on_event: Callable[[str, Obj], None],
         *,
@@ -73,15 +73,14 @@ class Reflector:
                 failures = 0
             except asyncio.CancelledError:
                 raise
-            except Gone:
+            except WatchExpired:
                 log.info("watch_expired_relisting", kind=self.kind.kind, version=self.version)
                 self.version = None
             except Exception as exc:
                 failures += 1
-                if isinstance(exc, ApiStatusError) and exc.status == 410:
-                    self.version = None
-                elif not retryable(exc) and not isinstance(exc, ValueError):
-                    # Something unexpected (bad body, 4xx): start from a fresh list rather than loop on it.
+                if not retryable(exc) and not isinstance(exc, ValueError):
+                    # Something unexpected (a 4xx, Gone from a list included): start from a fresh list rather than
+                    # loop on it.
                     self.version = None
                 delay = min(self.backoff_max_s, self.backoff_s * 2 ** min(failures - 1, 10)) * (0.5 + random.random())
                 log.warning("watch_failed", kind=self.kind.kind, error=str(exc)[:300], retry_in_s=round(delay, 3))
@@ -93,10 +92,10 @@ class Reflector:
         response = await self.api.watch_objects(self.kind, version, self.timeout_s, label_selector=self.label_selector)
         try:
             if response.status == 410:
-                raise Gone()
+                raise WatchExpired(410, "")
             if response.status != 200:
                 body = await response.read()
-                raise ApiStatusError(response.status, body.decode("utf-8", "replace"))
+                raise api_error(response.status, body.decode("utf-8", "replace"))
             buffer = b""
             # Lines can be longer than aiohttp's readline limit (a big object), so split chunks ourselves.
             async for chunk in response.content.iter_any():
@@ -117,8 +116,8 @@ class Reflector:
         if kind == "ERROR":
             code = obj.get("code")
             if code == 410:
-                raise Gone()
-            raise ApiStatusError(int(code or 500), str(obj.get("message", "")))
+                raise WatchExpired(410, str(obj.get("message", "")))
+            raise api_error(int(code or 500), str(obj.get("message", "")))
         version = (obj.get("metadata") or {}).get("resourceVersion")
         if version:
             self.version = version

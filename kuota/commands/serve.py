@@ -17,21 +17,22 @@ import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol
 
 import orjson
 import structlog
 import typer
 
-from kuota.components import StartError
+from kuota.components import StartError, job_kinds
 from kuota.runtime import Runtime
 from quota.config import QuotaConfig
 from quota.duration import parse_duration_ms
-from quota.loader import ConfigError
+from quota.loader import ConfigError, load_config_file
 from webhooks.app import make_app
 from webhooks.server import DEFAULT_PORT, WebhookServer
 from webhooks.state import DEFAULT_SERVICE_ACCOUNT, WebhookState
 from webhooks.tls import ReloadingTLS
+from workloads.registry import REGISTRY
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ class ServeOptions:
     admin_token_file: Path | None = None
     admin_tls_cert: Path | None = None
     admin_tls_key: Path | None = None
+    kinds: tuple[str, ...] | None = None
+    """--kinds; None: the quota file's jobKinds."""
 
 
 class Component(Protocol):
@@ -75,7 +78,13 @@ class WebhookComponent:
         if missing or options.config is None or options.tls_cert is None or options.tls_key is None:
             raise StartError(f"the webhook component needs {', '.join(missing)}")
         try:
-            state = WebhookState.from_file(options.config, service_account=options.service_account_username)
+            config = load_config_file(options.config)
+            state = WebhookState(
+                config,
+                service_account=options.service_account_username,
+                config_path=options.config,
+                kinds=job_kinds(options.kinds, config),
+            )
         except ConfigError as exc:
             raise StartError(exc.render()) from None
         try:
@@ -137,6 +146,14 @@ class _StartErrors:
         await self.component.stop()
 
 
+if TYPE_CHECKING:
+    # The factories of COMPONENTS are found by name when used; here mypy checks that each takes what serve gives
+    # it (ServeOptions and the Runtime, through the Protocols their packages declare) and makes a Component.
+    from admin.component import make_admin_component
+    from kuota.components.controller import make_controller_component
+
+    _FACTORIES: tuple[ComponentFactory, ...] = (WebhookComponent, make_controller_component, make_admin_component)
+
 COMPONENTS: dict[str, ComponentFactory | None] = {
     "webhook": WebhookComponent,
     "controller": _optional("kuota.components.controller", "make_controller_component"),
@@ -187,6 +204,14 @@ def serve(
     admin_tokens: Annotated[Path | None, typer.Option("--admin-tokens", help="Bearer tokens and roles.")] = None,
     admin_tls_cert: Annotated[Path | None, typer.Option("--admin-tls-cert")] = None,
     admin_tls_key: Annotated[Path | None, typer.Option("--admin-tls-key")] = None,
+    kinds: Annotated[
+        str | None,
+        typer.Option(
+            "--kinds",
+            help=f"Comma-separated job kinds to queue (default: the quota file's jobKinds, else Job); "
+            f"known: {', '.join(REGISTRY.names())}.",
+        ),
+    ] = None,
 ) -> None:
     """Run kuota's components until SIGTERM or SIGINT, then finish what is in flight and exit."""
     names = _select(components)
@@ -201,9 +226,11 @@ def serve(
         kube_qps=kube_qps, kube_burst=kube_burst, requeue_backoff_ms=backoff_ms, admin_host=admin_host,
         admin_port=admin_port,
         admin_token_file=admin_tokens, admin_tls_cert=admin_tls_cert, admin_tls_key=admin_tls_key,
+        kinds=tuple(part.strip() for part in kinds.split(",")) if kinds is not None else None,
     )  # fmt: skip
     try:
         runtime = _runtime(config)
+        job_kinds(options.kinds, runtime.config)  # an unknown kind stops serve before anything starts
         built = [_factory(name)(options, runtime) for name in names]
     except StartError as exc:
         _fail(str(exc))

@@ -128,6 +128,7 @@ def _write_report(result: Any, directory: Path, title: str) -> Path:
     stats = result.stats
     summary = result.summary()
     rows = [{"team": team, **figures} for team, figures in summary["teams"].items()]
+    kinds = [{"kind": kind, **figures} for kind, figures in summary["kinds"].items()]
     data = ReportData(
         title=f"kuota simulate — {title}",
         teams=list(stats.teams),
@@ -136,36 +137,51 @@ def _write_report(result: Any, directory: Path, title: str) -> Path:
         queue_depth=stats.queue_depth,
         waits_s={team: [w / 1000 for w in s.waits_ms] for team, s in stats.teams.items()},
         summary=rows,
-        totals={k: v for k, v in summary.items() if k != "teams"},
+        kinds=kinds if set(summary["kinds"]) != {"Job"} else [],
+        totals={k: v for k, v in summary.items() if k not in ("teams", "kinds")},
     )
     return write_report(data, directory)
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title="kuota simulate — per team")
-    columns = [
-        ("team", "team"),
-        ("jobs", "jobs"),
-        ("GPU-h", "gpu_hours"),
-        ("mean wait s", "mean_wait_s"),
-        ("p95 wait s", "p95_wait_s"),
-        ("share of capacity", "share_of_capacity"),
-        ("borrowed GPU-h", "borrowed_gpu_hours"),
-        ("preemptions", "preemptions"),
-        ("lost GPU-s", "lost_gpu_seconds"),
-        ("credit", "credit"),
-    ]
-    for title, _ in columns:
-        table.add_column(title, justify="left" if title == "team" else "right")
-    for team, figures in summary["teams"].items():
-        table.add_row(*(team if key == "team" else str(figures[key]) for _, key in columns))
     console = Console()
-    console.print(table)
+    console.print(
+        _figures_table(
+            "team",
+            summary["teams"],
+            [
+                ("jobs", "jobs"),
+                ("GPU-h", "gpu_hours"),
+                ("mean wait s", "mean_wait_s"),
+                ("p95 wait s", "p95_wait_s"),
+                ("share of capacity", "share_of_capacity"),
+                ("borrowed GPU-h", "borrowed_gpu_hours"),
+                ("preemptions", "preemptions"),
+                ("lost GPU-s", "lost_gpu_seconds"),
+                ("credit", "credit"),
+            ],
+        )
+    )
+    if set(summary["kinds"]) != {"Job"}:
+        columns = [("jobs", "jobs"), ("pods", "pods"), ("GPU-h", "gpu_hours"), ("mean wait s", "mean_wait_s")]
+        columns += [("preemptions", "preemptions"), ("lost GPU-s", "lost_gpu_seconds")]
+        console.print(_figures_table("kind", summary["kinds"], columns))
     console.print(
         f"jobs {summary['jobs']}, finished {summary['finished']}, utilization {summary['utilization']:.1%}, "
         f"Jain's fairness {summary['jain_fairness']:.3f}, makespan {summary['makespan_hours']} h, "
         f"wall {summary['wall_seconds']} s"
     )
+
+
+def _figures_table(by: str, rows: dict[str, dict[str, Any]], columns: list[tuple[str, str]]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"kuota simulate — per {by}")
+    table.add_column(by, justify="left")
+    for title, _ in columns:
+        table.add_column(title, justify="right")
+    for name, figures in rows.items():
+        table.add_row(name, *(str(figures[key]) for _, key in columns))
+    return table

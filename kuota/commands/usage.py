@@ -1,4 +1,4 @@
-"""`kuota usage --from ISO --to ISO [--by team|flavor|day] [--resource R] [-o table|csv|json]`: resource-hours
+"""`kuota usage --from ISO --to ISO [--by team|flavor|kind|day] [--resource R] [-o table|csv|json]`: resource-hours
 from the ledger, exact (intervals clipped to the period; running work counted up to now)."""
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from accounting.reports import UsageRow, usage_report
 from kuota.commands.migrate import DatabaseURLOption, database_url_or_exit, fail, shown
 
 HELP = (
-    "Resource-hours per team, flavor or UTC day in [--from, --to), from the ledger: GPU-hours for "
+    "Resource-hours per team, flavor, kind of workload (Job, JobSet, ...) or UTC day in [--from, --to), from the "
+    "ledger: GPU-hours for "
     f"{GPU_RESOURCE}. Times are ISO 8601 (2026-03-01 or 2026-03-01T08:00:00+02:00); without an offset they are "
     "UTC. Amounts are exact; csv and json carry them in full as decimal strings."
 )
@@ -34,6 +35,7 @@ HELP = (
 class By(StrEnum):
     team = "team"
     flavor = "flavor"
+    kind = "kind"
     day = "day"
 
 
@@ -50,7 +52,7 @@ def register(app: typer.Typer) -> None:
 def usage_command(
     from_: Annotated[str, typer.Option("--from", metavar="ISO", help="Start of the period (inclusive).")],
     to: Annotated[str, typer.Option("--to", metavar="ISO", help="End of the period (exclusive).")],
-    by: Annotated[By, typer.Option("--by", help="Group by team, flavor or UTC day.")] = By.team,
+    by: Annotated[By, typer.Option("--by", help="Group by team, flavor, kind or UTC day.")] = By.team,
     resource: Annotated[
         str | None, typer.Option("--resource", metavar="NAME", help=f"Only this resource, e.g. {GPU_RESOURCE}.")
     ] = None,

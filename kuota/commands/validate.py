@@ -10,6 +10,7 @@ import typer
 
 from quota.loader import ConfigError, load_config_file
 from quota.quantity import format_resource
+from workloads.registry import UnknownKind, enabled_kinds
 
 
 def register(app: typer.Typer) -> None:
@@ -26,6 +27,11 @@ def validate(
     except ConfigError as exc:
         sys.stderr.write(exc.render() + "\n")
         raise typer.Exit(2) from None
+    try:
+        kinds = enabled_kinds(config.job_kinds)
+    except UnknownKind as exc:
+        sys.stderr.write(f"{file}: jobKinds: {exc}\n")
+        raise typer.Exit(2) from None
     if quiet:
         return
     gpus = sum(
@@ -39,5 +45,5 @@ def validate(
     sys.stdout.write(
         f"{file}: valid — {len(config.teams)} teams, {len(config.cohorts)} cohorts, "
         f"{len(config.flavors)} flavors, {len(config.priority_classes)} priority classes, "
-        f"{format_resource('nvidia.com/gpu', gpus)} GPUs of nominal team quota\n"
+        f"{format_resource('nvidia.com/gpu', gpus)} GPUs of nominal team quota; queues {', '.join(kinds.names())}\n"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -93,7 +94,9 @@ def why(
         typer.echo(f"  {event['at']}  {event['kind']}")
 
 
-def _action_command(action: str):  # type: ignore[no-untyped-def]
+def _action_command(action: str) -> Callable[..., None]:
+    """The command for one action; typer reads its parameters from the signature."""
+
     def command(
         workload: Annotated[str, typer.Argument(help="KIND/NAMESPACE/NAME, or NAMESPACE/NAME for a Job")],
         reason: Annotated[str | None, typer.Option("--reason", help="Recorded in the audit log.")] = None,

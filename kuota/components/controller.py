@@ -17,7 +17,7 @@ import secrets
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 from kubernetes_asyncio import client
@@ -26,16 +26,21 @@ from kubernetes_asyncio import config as kube_config
 from accounting.database import DatabaseURLError, resolve_database_url
 from accounting.ledger import Ledger
 from accounting.migrate import upgrade_async
-from clusters.kube.api import KubeApi, status_of
+from clusters.kube.api import KubeApi, NotFound
 from clusters.kube.events import EventRecorder
 from clusters.kube.leader import LeaseElector
 from clusters.kube.term import LeaderTerm
-from kuota.components import StartError
+from kuota.components import StartError, job_kinds
 from kuota.runtime import Runtime
+from queues.journal import Journal
 from queues.loop import wall_clock_ms
 from queues.manager import ReloadRejected
+from queues.tasks import BackgroundTasks
 from quota.loader import ConfigError
 from webhooks.files import file_signature
+
+if TYPE_CHECKING:  # at run time imported only where `--cluster sim` uses it (_start_sim)
+    from kuota.components.sim import RealTimeSimulation
 
 log = structlog.get_logger("kuota.controller")
 
@@ -44,17 +49,43 @@ CONFIG_MAP_KEYS = ("quota.yaml", "config.yaml")
 
 
 class ControllerOptions(Protocol):
-    config: Path | None
-    cluster: str
-    kubeconfig: Path | None
-    database_url: str | None
-    lease_name: str
-    lease_namespace: str
-    lease_duration: int
-    config_map: str | None
-    kube_qps: float
-    kube_burst: int
-    requeue_backoff_ms: int
+    """The options of `kuota serve` the controller component reads (read-only: serve's are frozen)."""
+
+    @property
+    def config(self) -> Path | None: ...
+
+    @property
+    def cluster(self) -> str: ...
+
+    @property
+    def kubeconfig(self) -> Path | None: ...
+
+    @property
+    def database_url(self) -> str | None: ...
+
+    @property
+    def lease_name(self) -> str: ...
+
+    @property
+    def lease_namespace(self) -> str: ...
+
+    @property
+    def lease_duration(self) -> int: ...
+
+    @property
+    def config_map(self) -> str | None: ...
+
+    @property
+    def kube_qps(self) -> float: ...
+
+    @property
+    def kube_burst(self) -> int: ...
+
+    @property
+    def requeue_backoff_ms(self) -> int: ...
+
+    @property
+    def kinds(self) -> tuple[str, ...] | None: ...
 
 
 @dataclass(frozen=True)
@@ -96,8 +127,8 @@ class ControllerComponent:
         self.api: KubeApi | None = None
         self.elector: LeaseElector | None = None
         self.term: LeaderTerm | None = None
-        self.sim: object | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self.sim: RealTimeSimulation | None = None
+        self._tasks = BackgroundTasks("controller component")
         self._leading = asyncio.Lock()
 
     # -- life ---------------------------------------------------------------------------------------------------
@@ -117,9 +148,9 @@ class ControllerComponent:
         self.api = KubeApi(self.api_client, qps=self.options.kube_qps, burst=self.options.kube_burst)
         if self.config_map is not None:
             await self._load_config_map(initial=True)
-            self._spawn(self._watch_config_map(), "kuota-config-map")
+            self._tasks.start(self._watch_config_map(), "kuota-config-map")
         elif self.options.config is not None:
-            self._spawn(self._watch_config_file(self.options.config), "kuota-config-file")
+            self._tasks.start(self._watch_config_file(self.options.config), "kuota-config-file")
         duration = self.options.lease_duration
         self.elector = LeaseElector(
             self.api,
@@ -132,7 +163,7 @@ class ControllerComponent:
             on_started=self._lead,
             on_stopped=self._follow,
         )
-        self._spawn(self.elector.run(), "kuota-lease")
+        self._tasks.start(self.elector.run(), "kuota-lease")
         log.info(
             "controller_started",
             identity=self.identity,
@@ -144,9 +175,7 @@ class ControllerComponent:
             await self.elector.stop()  # stops the loop first, then releases the Lease
         if self.sim is not None:
             await self._follow()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.close()
         if self.ledger is not None:
             await self.ledger.close()
         if self.api_client is not None:
@@ -155,18 +184,13 @@ class ControllerComponent:
 
     async def kill(self) -> None:
         """Stop abruptly, as a crashed process would: no release, no flush (tests of fail-over)."""
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.close()
         if self.term is not None:
             term, self.term = self.term, None
             await term.stop()
         self.runtime.leader = False
         if self.api_client is not None:
             await self.api_client.close()
-
-    def _spawn(self, coro: object, name: str) -> None:
-        self._tasks.append(asyncio.get_running_loop().create_task(coro, name=name))  # type: ignore[arg-type]
 
     async def _api_client(self) -> client.ApiClient:
         configuration = client.Configuration()
@@ -197,6 +221,7 @@ class ControllerComponent:
                     instance=self.identity,
                     extra_journals=_metrics(),
                     backoff_base_ms=self.options.requeue_backoff_ms,
+                    kinds=job_kinds(self.options.kinds, self.runtime.config),
                 )
                 try:
                     await term.start()
@@ -224,7 +249,7 @@ class ControllerComponent:
         if self.runtime.on_fatal is not None:
             self.runtime.on_fatal(f"the scheduling loop gave up: {reason}")
         elif self.elector is not None:  # not under `kuota serve` (tests): at least let another replica lead
-            self._spawn(self.elector.stop(), "kuota-give-up")
+            self._tasks.start(self.elector.stop(), "kuota-give-up")
 
     async def _follow(self) -> None:
         async with self._leading:
@@ -235,9 +260,7 @@ class ControllerComponent:
             if term is not None:
                 await term.stop()
             if self.sim is not None:
-                stop = getattr(self.sim, "stop", None)
-                if stop is not None:
-                    await stop()
+                await self.sim.stop()
                 self.sim = None
             self.runtime.controller, self.runtime.loop = None, None
 
@@ -282,16 +305,11 @@ class ControllerComponent:
         assert self.api is not None and self.config_map is not None
         ref = self.config_map
         try:
-            body = await self.api.call(
-                "get configmap",
-                lambda: self.api._json(  # type: ignore[union-attr]
-                    self.api.core.read_namespaced_config_map(ref.name, ref.namespace, _preload_content=False)  # type: ignore[union-attr]
-                ),
-            )
+            body = await self.api.get_config_map(ref.namespace, ref.name)
         except Exception as exc:
             if initial:
                 raise StartError(f"cannot read ConfigMap {ref.namespace}/{ref.name}: {exc}") from None
-            if status_of(exc) != 404:
+            if not isinstance(exc, NotFound):  # deleted: keep the quota file in force, quietly
                 log.warning("config_map_unreadable", error=str(exc)[:200])
             return None
         data = body.get("data") or {}
@@ -339,7 +357,7 @@ def make_controller_component(options: ControllerOptions, runtime: Runtime) -> C
     return ControllerComponent(options, runtime)
 
 
-def _metrics() -> list[object]:
+def _metrics() -> list[Journal]:
     """The Prometheus journal when the admin package is present (it serves /metrics)."""
     try:
         from admin.metrics import metrics_journal

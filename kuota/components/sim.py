@@ -10,14 +10,16 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from admission.workload import PodSet, Workload
+from admission.workload import Workload
 from kuota.runtime import Runtime
 from queues.controller import BACKOFF_BASE_MS, Controller
 from queues.journal import Journals, LogJournal
 from queues.ledger_journal import LedgerJournal
 from queues.loop import ControllerLoop, LoopTimers, wall_clock_ms
+from queues.tasks import BackgroundTasks
+from quota.pod_set import PodSet
 
 SUBMIT_EVERY_S = 5.0
 RUNTIME_S = (10.0, 60.0)
@@ -31,11 +33,11 @@ class RealTimeSimCluster:
         self.runtimes: dict[str, float] = {}
         self._handles: dict[str, asyncio.TimerHandle] = {}
 
-    def _later(self, key: str, delay_s: float, fn: object) -> None:
+    def _later(self, key: str, delay_s: float, fn: Callable[[], None]) -> None:
         old = self._handles.pop(key, None)
         if old is not None:
             old.cancel()
-        self._handles[key] = asyncio.get_running_loop().call_later(delay_s, fn)  # type: ignore[arg-type]
+        self._handles[key] = asyncio.get_running_loop().call_later(delay_s, fn)
 
     def _tell(self, name: str, what: str) -> None:
         controller = self.controller
@@ -83,7 +85,7 @@ class RealTimeSimulation:
         self.runtime = runtime
         self.backoff_base_ms = backoff_base_ms
         self.cluster = RealTimeSimCluster()
-        self._feeder: asyncio.Task[None] | None = None
+        self._tasks = BackgroundTasks("simulated cluster")
 
     async def start(self) -> None:
         timers = LoopTimers()
@@ -96,11 +98,10 @@ class RealTimeSimulation:
         self.cluster.controller, self.cluster.loop = controller, loop
         self.runtime.controller, self.runtime.loop = controller, loop
         loop.start()
-        self._feeder = asyncio.get_running_loop().create_task(self._feed(), name="kuota-sim-load")
+        self._tasks.start(self._feed(), "kuota-sim-load")
 
     async def stop(self) -> None:
-        if self._feeder is not None:
-            self._feeder.cancel()
+        await self._tasks.close()
         self.cluster.cancel_all()
         if self.runtime.loop is not None:
             await self.runtime.loop.stop()

@@ -22,7 +22,7 @@ TIMESTAMP = sa.DateTime(timezone=True)
 EXACT_DECIMAL = sa.Numeric(38, 6).with_variant(sa.String(64), "sqlite")  # exact: text on SQLite
 
 
-def _id() -> sa.Column:  # type: ignore[type-arg]
+def _id() -> sa.Column[int]:
     return sa.Column("id", BIG_ID, autoincrement=True, nullable=False)
 
 

@@ -17,18 +17,18 @@ from accounting.events import (
     ConfigApplied,
     Evicted,
     Finished,
-    FlavorResource,
     Held,
     LedgerEvent,
-    PodSet,
     PodSetAssignment,
     PreemptionIssued,
-    PreemptionReason,
     Released,
     Requeued,
     Suspended,
     WorkloadSeen,
 )
+from quota.pod_set import PodSet
+from quota.preemption import PreemptionReason
+from quota.tree import FlavorResource
 
 T0 = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 GPU = GPU_RESOURCE

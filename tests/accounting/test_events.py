@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -12,13 +13,13 @@ from accounting.events import (
     ConfigApplied,
     Evicted,
     Held,
-    PodSet,
     PodSetAssignment,
     PreemptionIssued,
-    PreemptionReason,
     Suspended,
     total_usage,
 )
+from quota.pod_set import PodSet
+from quota.preemption import PreemptionReason
 from tests.accounting.builders import GPU, T0, admitted, at, life, seen
 
 
@@ -34,8 +35,8 @@ def test_times_are_aware_and_normalised_to_utc() -> None:
 def test_quantities_are_integer_milli_units(bad: object) -> None:
     with pytest.raises(TypeError):
         admitted("a/b", usage={("h100", GPU): bad})  # type: ignore[dict-item]
-    with pytest.raises(TypeError):
-        PodSet(name="main", count=1, requests={GPU: bad})  # type: ignore[dict-item]
+    with pytest.raises(TypeError):  # a pod set is checked where the ledger records it
+        replace(seen("a/b"), pod_sets=(PodSet(name="main", count=1, requests={GPU: bad}),))  # type: ignore[dict-item]
     with pytest.raises(TypeError):
         Suspended(victim="a/b", victim_attempt=1, at=T0, lost_gpu_milliseconds=bad)  # type: ignore[arg-type]
 
@@ -54,6 +55,10 @@ def test_events_copy_what_the_caller_may_mutate() -> None:
     event = admitted("a/b", usage=usage)
     usage[("h100", GPU)] = 9999
     assert event.usage == {("h100", GPU): 1000}
+    requests = {GPU: 1000}
+    recorded = replace(seen("a/b"), pod_sets=(PodSet(name="main", count=1, requests=requests),))
+    requests[GPU] = 9999
+    assert recorded.pod_sets[0].requests == {GPU: 1000}
     after = {"held": True}
     entry = AuditEntry(actor="alice", action="hold", target="a/b", before=None, after=after, at=T0)
     after["held"] = False

@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
+from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from accounting import reports, repository
 from accounting.events import Evicted, Finished
+from accounting.models import Workload
 from accounting.recovery import close_orphaned_intervals, last_activity
 from tests.accounting.builders import GPU, T0, admitted, at, preemption, seen
 from tests.accounting.conftest import table_contents
@@ -79,6 +81,38 @@ async def test_usage_report_by_day_splits_at_midnight(engine: AsyncEngine) -> No
     rows = await reports.usage_report(engine, at(hours=-8), at(hours=40), by="day", resource=GPU)
     assert _hours(rows) == [("2026-03-02", GPU, Decimal(3)), ("2026-03-03", GPU, Decimal("4.5"))]
     assert rows[0].milli_seconds == Decimal(3000 * 3600)
+
+
+async def test_usage_report_by_kind_reads_the_ledgers_kinds(engine: AsyncEngine) -> None:
+    """JobSet/nlp/gang 2 pods × 4 GPUs 10:00-11:00; nlp/job (a Job's older identity) 1 GPU 10:00-12:00; the
+    PyTorchJob's usage was recorded without its workload (kind from the identity); nlp/old is a Job whose ledger row
+    says PyTorchJob (the kind column is what counts)."""
+    await write(
+        engine,
+        [
+            seen("JobSet/nlp/gang", gpus=4, pods=2),
+            admitted("JobSet/nlp/gang", at=at(hours=2), usage={("h100", GPU): 8000, ("h100", "cpu"): 8000}),
+            Finished(workload_id="JobSet/nlp/gang", at=at(hours=3), succeeded=True),
+            seen("nlp/job"),
+            admitted("nlp/job", at=at(hours=2)),
+            Finished(workload_id="nlp/job", at=at(hours=4), succeeded=True),
+            admitted("PyTorchJob/vision/ft", team="vision", at=at(hours=3), usage={("a100", GPU): 2000}),
+            seen("nlp/old"),
+            admitted("nlp/old", at=at(hours=3)),
+        ],
+    )
+    async with engine.begin() as connection:
+        await connection.execute(update(Workload).where(Workload.id == "nlp/old").values(kind="PyTorchJob"))
+    rows = await reports.usage_report(engine, at(hours=2), at(hours=4), by="kind", now=at(hours=4))
+    assert _hours(rows) == [
+        ("Job", GPU, Decimal(2)),
+        ("JobSet", "cpu", Decimal(8)),
+        ("JobSet", GPU, Decimal(8)),
+        ("PyTorchJob", GPU, Decimal(3)),  # 2 GPUs and 1 GPU for the hour from 11:00
+    ]
+    assert _hours(await reports.usage_report(engine, at(hours=2), at(hours=4), by="kind", resource="cpu")) == [
+        ("JobSet", "cpu", Decimal(8))
+    ]
 
 
 async def test_wait_and_preemption_reports(engine: AsyncEngine) -> None:

@@ -23,13 +23,14 @@ from accounting.migrate import upgrade_async
 from admin.app import build_app
 from admin.auth import TokenStore, add_token
 from admin.metrics import metrics_journal
-from admission.workload import PodSet, Workload
+from admission.workload import Workload
 from kuota.runtime import Runtime
 from queues.controller import Controller
 from queues.journal import Journals
 from queues.ledger_journal import LedgerJournal
 from queues.loop import LoopTimers, wall_clock_ms
 from quota.loader import load_config_text
+from quota.pod_set import PodSet
 
 CONFIG = """
 flavors: [{name: a100}]

@@ -6,9 +6,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from admission.workload import PodSet, Workload
+from admission.workload import Workload
 from quota.config import QuotaConfig
 from quota.loader import load_config_data
+from quota.pod_set import PodSet
 
 FLAVORS = ("h100", "a100")
 RESOURCES = ("nvidia.com/gpu", "cpu")

@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 
 from admission.flavors import FlavorAssigner, Mode, Outcome
 from admission.never_fits import Capacity, label_keys, requests_at, selector_admits
-from admission.workload import FlavorResource, PodSet, Workload
+from admission.workload import Workload
 from quota.config import QuotaConfig
 from quota.loader import load_config_text
-from quota.tree import Node, QuotaTree
+from quota.pod_set import PodSet
+from quota.tree import FlavorResource, Node, QuotaTree
 from tests.admission.strategies import quota_configs, workloads
 
 SETTINGS = settings(
@@ -133,3 +134,23 @@ def test_the_shared_pieces() -> None:
     assert selector_admits(labels["a100"], {"gpu": "a100", "zone": "x"}, keys)
     assert not selector_admits(labels["plain"], {"gpu": "a100"}, keys)
     assert selector_admits(labels["plain"], {"zone": "x"}, keys)
+
+
+def test_a_gang_whose_pod_sets_each_fit_but_never_together() -> None:
+    capacity = Capacity(LABELLED)
+    on_a100 = {"nvidia.com/gpu.product": A100}
+    # Team gpus may ever hold 10 A100s (8 + borrowing 2) and 4 MIG slices.
+    both_on_a100 = workload(
+        "gpus", PodSet("launcher", 1, {GPU: 8000}, None, on_a100), PodSet("w", 4, {GPU: 1000}, None, on_a100)
+    )
+    reason = capacity.never_fits(both_on_a100)
+    assert reason is not None and "2 pod sets need 12 nvidia.com/gpu together (8 + 4)" in reason, reason
+    assert "at most" not in reason and "more than 10" in reason and "a100: 10" in reason
+    assert idle_assignment_mode(LABELLED, both_on_a100) is Mode.NO_FIT
+    # Without selectors the pod sets may take different flavors: 8 on a100 and 4 on mig fit, and are not refused.
+    spread = workload("gpus", PodSet("launcher", 1, {GPU: 8000}), PodSet("w", 4, {GPU: 1000}))
+    assert capacity.never_fits(spread) is None
+    assert idle_assignment_mode(LABELLED, spread) is Mode.FIT
+    beyond_both = workload("gpus", PodSet("launcher", 1, {GPU: 10000}), PodSet("w", 5, {GPU: 1000}))
+    reason = capacity.never_fits(beyond_both)
+    assert reason is not None and "more than 14" in reason, reason

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from admission.running import RunningWorkloads, candidate_sort_key
-from admission.workload import Admission, PodSet, Workload
+from admission.workload import Admission, Workload
+from quota.pod_set import PodSet
 
 
 def running(name: str, priority: int, admitted_at: int, evicting: bool = False) -> Workload:

@@ -14,25 +14,30 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trustme
+import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kuota.components.controller import ControllerComponent
+from kuota.kind_manifests import widen_rbac, widen_webhooks
 from kuota.runtime import Runtime
 from tests.kube.controlplane import ControlPlane
+from tests.kube.kinds import QUEUED, crd_paths, kind
 from tests.kube.manifests import Obj, job_manifest
 from tests.kube.proxy import FaultProxy
 from webhooks.server import WebhookServer
 from webhooks.state import WebhookState
 from webhooks.tls import ReloadingTLS
+from workloads.kind import JobKind
+from workloads.registry import REGISTRY
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
@@ -41,6 +46,7 @@ QUOTA_TEMPLATE = HERE / "quota.yaml"
 KUOTA_SA = ("kuota-system", "kuota")
 USER = "alice"
 QUEUE = {"kuota.dev/queue": "ml"}
+MERGE_PATCH = "application/merge-patch+json"
 _names = itertools.count()
 
 
@@ -59,6 +65,7 @@ class Options:
     kube_qps: float = 200.0
     kube_burst: int = 400
     requeue_backoff_ms: int = 1_000
+    kinds: tuple[str, ...] | None = None
 
 
 def own_control_plane(root: Path, **up: Any) -> Iterator[ControlPlane]:
@@ -99,15 +106,11 @@ async def eventually(check: Callable[[], Any | Awaitable[Any]], timeout_s: float
         await asyncio.sleep(0.1)
 
 
-async def register_webhooks(plane: ControlPlane, port: int, ca_pem: bytes) -> None:
-    await asyncio.to_thread(plane.register_webhooks, port, ca_pem)
-
-
 class Webhook:
     """kuota's webhook server on 127.0.0.1, registered with kube-apiserver from config/deploy/webhooks.yaml."""
 
-    def __init__(self, plane: ControlPlane, tmp: Path, quota: Path) -> None:
-        self.plane, self.tmp, self.quota = plane, tmp, quota
+    def __init__(self, plane: ControlPlane, tmp: Path, quota: Path, kinds: Sequence[JobKind] = ()) -> None:
+        self.plane, self.tmp, self.quota, self.kinds = plane, tmp, quota, list(kinds)
         self.server: WebhookServer | None = None
 
     async def start(self) -> None:
@@ -124,7 +127,10 @@ class Webhook:
             shutdown_timeout=0.5,
         )
         await self.server.start()
-        await register_webhooks(self.plane, self.server.port, ca.cert_pem.bytes())
+        documents = None
+        if self.kinds:  # what `kuota manifests --kinds` makes of config/deploy for these kinds
+            documents = widen_webhooks(yaml.safe_load_all((DEPLOY / "webhooks.yaml").read_text()), self.kinds)
+        await asyncio.to_thread(self.plane.register_webhooks, self.server.port, ca.cert_pem.bytes(), documents)
 
     async def stop(self) -> None:
         if self.server is not None:
@@ -198,9 +204,58 @@ class Rig:
         events = await client.CoreV1Api(self.admin).list_namespaced_event(self.namespace)
         return [e.reason for e in events.items if e.involved_object.name == name]
 
+    # Any kind, through the custom objects API (a batch/v1 Job too: for that API it is only a path).
+
+    def _api(self, *, admin: bool = False) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.admin if admin else self.user)
+
+    async def create(self, obj: Obj) -> Obj:
+        """Create as the user alice."""
+        kind = _kind(obj["kind"])
+        created = await self._api().create_namespaced_custom_object(
+            kind.group, kind.version, self.namespace, kind.plural, obj
+        )
+        return created  # type: ignore[no-any-return]
+
+    async def get(self, kind_name: str, name: str) -> Obj:
+        kind = _kind(kind_name)
+        found = await self._api(admin=True).get_namespaced_custom_object(
+            kind.group, kind.version, self.namespace, kind.plural, name
+        )
+        return found  # type: ignore[no-any-return]
+
+    async def patch(self, kind_name: str, name: str, body: Obj, *, status: bool = False) -> Obj:
+        """A merge patch as alice; the status (an operator's write) as the cluster admin."""
+        kind = _kind(kind_name)
+        api = self._api(admin=status)
+        call = api.patch_namespaced_custom_object_status if status else api.patch_namespaced_custom_object
+        patched = await call(
+            kind.group, kind.version, self.namespace, kind.plural, name, body, _content_type=MERGE_PATCH
+        )
+        return patched  # type: ignore[no-any-return]
+
+    async def delete(self, kind_name: str, name: str) -> None:
+        kind = _kind(kind_name)
+        await self._api().delete_namespaced_custom_object(kind.group, kind.version, self.namespace, kind.plural, name)
+
+    async def wait(
+        self, kind: str, name: str, predicate: Callable[[Obj], Any], what: str, timeout_s: float = 20.0
+    ) -> Obj:
+        async def check() -> Any:
+            return predicate(await self.get(kind, name))
+
+        await eventually(check, timeout_s=timeout_s, what=f"{kind} {name}: {what}")
+        return await self.get(kind, name)
+
     async def pods(self, job: str) -> list[Obj]:
         pods = await client.CoreV1Api(self.admin).list_namespaced_pod(self.namespace, label_selector=f"job-name={job}")
         return [self.admin.sanitize_for_serialization(p) for p in pods.items]
+
+
+def _kind(name: str) -> JobKind:
+    kind = REGISTRY.get(name)
+    assert kind is not None, f"kuota has no job kind {name!r}"
+    return kind
 
 
 def suspended(job: Obj) -> bool:
@@ -277,14 +332,24 @@ async def rig(control_plane: ControlPlane, tmp_path: Path, request: pytest.Fixtu
 
 
 async def rig_on(
-    plane: ControlPlane, tmp_path: Path, *, quota_extra: str = "", namespace_labels: dict[str, str] | None = None
+    plane: ControlPlane,
+    tmp_path: Path,
+    *,
+    quota_extra: str = "",
+    namespace_labels: dict[str, str] | None = None,
+    kinds: Sequence[str] = (),
+    template: Path = QUOTA_TEMPLATE,
 ) -> AsyncIterator[Rig]:
+    """A namespace, a quota file and kuota's webhook for one test. With `kinds`, the quota file enables those job
+    kinds (`jobKinds`) and the webhooks are registered for each, as `kuota manifests --kinds` widens them."""
     namespace = f"e2e-{os.getpid() % 1000}-{next(_names)}"
     admin = await admin_client(plane)
     user = await admin_client(plane, impersonate=USER)
     await make_namespace(admin, namespace, namespace_labels)
-    quota = write_quota(tmp_path, namespace, quota_extra)
-    webhook = Webhook(plane, tmp_path, quota)
+    if kinds:
+        quota_extra += f"\njobKinds: [{', '.join(kinds)}]\n"
+    quota = write_quota(tmp_path, namespace, quota_extra, template)
+    webhook = Webhook(plane, tmp_path, quota, list(REGISTRY.enabled(kinds)))
     await webhook.start()
     rig = Rig(plane, tmp_path, namespace, quota, admin, user, webhook)
     try:
@@ -305,3 +370,49 @@ async def rig_on(
                 raise
         await user.close()
         await admin.close()
+
+
+# Every kind: the CRDs, alice's rights on them, kuota's widened role.
+
+
+def _alice_may_use_the_kinds() -> dict[str, Any]:
+    """What each operator's chart ships for its kinds: aggregated into the built-in `edit` role."""
+    kinds = [kind(k) for k in QUEUED if k != "Job"]
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {
+            "name": "e2e-training-jobs-edit",
+            "labels": {"rbac.authorization.k8s.io/aggregate-to-edit": "true"},
+        },
+        "rules": [
+            {
+                "apiGroups": sorted({k.group for k in kinds}),
+                "resources": [*sorted({k.plural for k in kinds}), "trainingruntimes"],
+                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+            }
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def kinds_plane(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    """The session's control plane with the kinds' CRDs, and kuota's ClusterRole widened to them for this module
+    (put back to config/deploy's Job-only role afterwards)."""
+    control_plane.install_crds(crd_paths())
+    control_plane.apply([_alice_may_use_the_kinds()])
+    shipped = list(yaml.safe_load_all((DEPLOY / "rbac.yaml").read_text()))
+    control_plane.apply(widen_rbac(shipped, REGISTRY.enabled(QUEUED)))
+    try:
+        yield control_plane
+    finally:
+        control_plane.apply(shipped)
+
+
+@pytest.fixture
+async def krig(kinds_plane: ControlPlane, tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Rig]:
+    """A rig for every kind: the usual quota file, or the one a test's `quota_template` marker names."""
+    marker = request.node.get_closest_marker("quota_template")
+    template = HERE / marker.args[0] if marker else QUOTA_TEMPLATE
+    async for value in rig_on(kinds_plane, tmp_path, kinds=QUEUED, template=template):
+        yield value

@@ -25,7 +25,7 @@ import trustme
 import yaml
 from kubernetes_asyncio import client
 
-from tests.e2e.conftest import DEPLOY, Rig, delete_namespace, eventually, make_namespace, register_webhooks, running
+from tests.e2e.conftest import DEPLOY, Rig, delete_namespace, eventually, make_namespace, running
 from tests.kube.controlplane import ControlPlane, cluster_binary
 from tests.kube.manifests import complete, job_manifest
 
@@ -140,7 +140,7 @@ async def test_the_deployments_container_starts_and_admits(rig: Rig, control_pla
         await eventually(lambda: _probe_ok(admin_port, "/readyz"), timeout_s=30, what="readinessProbe /readyz")
         assert await asyncio.to_thread(probe, admin_port, "/healthz") == 200
         # Its webhook port, with the mounted certificate, is what kube-apiserver calls from now on.
-        await register_webhooks(control_plane, ports["--webhook-port"], ca.cert_pem.bytes())
+        await asyncio.to_thread(control_plane.register_webhooks, ports["--webhook-port"], ca.cert_pem.bytes())
 
         lease = await eventually(lambda: _holder(rig), timeout_s=30, what="the Deployment's process takes the Lease")
         assert lease.startswith("kuota-7d9f-x2x4q_")

@@ -9,6 +9,7 @@ etcd, the API server and the rest as three groups and restarts the middle one on
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -186,12 +188,28 @@ class ControlPlane:
         files = [DEPLOY / name for name in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml")]
         self.kubectl("apply", "--server-side", *[arg for f in files for arg in ("-f", str(f))])
 
-    def register_webhooks(self, port: int, ca_pem: bytes) -> None:
-        """config/deploy/webhooks.yaml with only clientConfig rewritten: a 127.0.0.1 URL on `port`, its caBundle."""
+    def apply(self, documents: Iterable[dict[str, Any]]) -> None:
+        """Server-side apply, taking over fields another apply set: the way tests switch a shared object."""
+        self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(documents))
+
+    def install_crds(self, paths: Iterable[Path], *, timeout_s: float = 60.0) -> None:
+        """CustomResourceDefinitions, created server-side (most are too large for a client-side apply's
+        last-applied annotation), then waited for until the API server serves them."""
+        paths = list(paths)
+        self.kubectl("apply", "--server-side", "--force-conflicts", *[arg for p in paths for arg in ("-f", str(p))])
+        names = [yaml.safe_load(p.read_text())["metadata"]["name"] for p in paths]
+        crds = [f"crd/{name}" for name in names]
+        self.kubectl("wait", "--for=condition=Established", f"--timeout={int(timeout_s)}s", *crds)
+
+    def register_webhooks(self, port: int, ca_pem: bytes, documents: Sequence[dict[str, Any]] | None = None) -> None:
+        """config/deploy/webhooks.yaml (or `documents` made from it) with only clientConfig rewritten: a 127.0.0.1
+        URL on `port`, its caBundle."""
         bundle = base64.b64encode(ca_pem).decode()
-        documents = list(yaml.safe_load_all((DEPLOY / "webhooks.yaml").read_text()))
+        if documents is None:
+            documents = list(yaml.safe_load_all((DEPLOY / "webhooks.yaml").read_text()))
+        documents = copy.deepcopy(list(documents))
         for document in documents:
             for hook in document["webhooks"]:
                 path = hook["clientConfig"]["service"]["path"]
                 hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
-        self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(documents))
+        self.apply(documents)

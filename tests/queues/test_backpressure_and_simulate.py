@@ -8,12 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from admission.workload import PodSet, Workload
+from admission.workload import Workload
 from clusters.sim.cluster import SimJob, Simulation
 from queues.controller import Controller
 from queues.loop import ControllerLoop, LoopTimers
 from queues.manager import State
 from quota.loader import load_config_text
+from quota.pod_set import PodSet
 
 ROOT = Path(__file__).resolve().parents[2]
 KUOTA = Path(sys.executable).with_name("kuota")

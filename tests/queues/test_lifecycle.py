@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from admission.workload import PodSet, Workload
+from admission.workload import Workload
 from clusters.sim.cluster import SimJob, Simulation
 from queues.journal import RecordingJournal
 from queues.manager import State
 from quota.loader import load_config_text
+from quota.pod_set import PodSet
 
 CONFIG = """
 flavors: [{name: a100, nodeLabels: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}}]

@@ -6,9 +6,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from admission.workload import PodSet, Workload
+from admission.workload import Workload
 from queues.pending import TeamQueue, equivalence, queue_key
 from quota.config import QueueingStrategy
+from quota.pod_set import PodSet
 
 
 def workload(index: int, priority: int, gpus: int) -> Workload:

@@ -86,13 +86,17 @@ async def webhooks(tmp_path: Path) -> AsyncIterator[Webhooks]:
 
 
 def vllm(gpus: str = "8") -> Obj:
-    """LWS's vLLM set in a namespace of the test quota file, without the disk it asks for (no team has any)."""
+    """LWS's vLLM set in a namespace of the test quota file, without the disk it asks for (no team has any), and
+    with 100 CPUs and 1Ti of memory per pod instead of 125 and 1124Gi: a group (a leader and a worker) is one gang,
+    and the team can never hold more than 200 CPUs and 2Ti."""
     _, obj = crd_example("leaderworkerset/examples/vllm-GPU-lws.yaml")
     obj["metadata"].update(namespace=NAMESPACE, labels={"kueue.x-k8s.io/queue-name": QUEUE})
     for template in ("leaderTemplate", "workerTemplate"):
         resources = obj["spec"]["leaderWorkerTemplate"][template]["spec"]["containers"][0]["resources"]
         for part in resources.values():
             part.pop("ephemeral-storage", None)
+        resources["requests"]["cpu"] = "100"
+        resources["limits"]["memory"] = "1Ti"
         resources["limits"]["nvidia.com/gpu"] = gpus
     return obj
 

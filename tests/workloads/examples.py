@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import yaml
 
 from admission.labels import QUEUE_LABEL
 from quota.loader import load_config_text
-from workloads.kind import JobKind
+from workloads.kind import JobKind, Reference, ReferencedKind
 from workloads.registry import REGISTRY
 
 SHARED = Path(__file__).parents[2].parent / "shared"
@@ -98,6 +99,42 @@ def with_registered_objects(paths: list[Path], base: Path) -> list[str]:
     return [str(path.relative_to(base)) for path in paths if any(kind_of(doc) for doc in _documents(path))]
 
 
+#: Every kind some registered kind refers to (a TrainJob's training runtimes), by group and kind.
+REFERENCED_KINDS: dict[tuple[str, str], ReferencedKind] = {
+    (r.group, r.kind): r for kind in REGISTRY for r in kind.referenced_kinds
+}
+
+
+@functools.cache
+def _referenced() -> dict[Reference, Obj]:
+    """Every object in the examples of a kind that registered kinds refer to (the ClusterTrainingRuntimes the trainer
+    installs, and the TrainingRuntime of 05-multi-step.yaml), namespaced ones in NAMESPACE as `kubectl apply -n`
+    would put them."""
+    out: dict[Reference, Obj] = {}
+    for _, doc in all_documents(crd_example_files()):
+        group, _, _ = str(doc.get("apiVersion", "")).rpartition("/")
+        found = REFERENCED_KINDS.get((group, str(doc.get("kind"))))
+        if found is None:
+            continue
+        doc = copy.deepcopy(doc)
+        if found.namespaced:
+            doc["metadata"].setdefault("namespace", NAMESPACE)
+        reference = found.reference(doc)
+        assert reference is not None and reference not in out
+        out[reference] = doc
+    return out
+
+
+def referenced() -> dict[Reference, Obj]:
+    """What `resolve` finds, as fresh copies to change."""
+    return copy.deepcopy(_referenced())
+
+
+def resolve(reference: Reference) -> Mapping[str, Any] | None:
+    """The objects of the examples that registered kinds refer to, looked up as the cluster adapter would."""
+    return _referenced().get(reference)
+
+
 def submitted(obj: Obj, namespace: str = NAMESPACE, queue: str | None = QUEUE) -> Obj:
     """`obj` in `namespace`, with the queue label added (the object's own queue label, if any, stays)."""
     out = copy.deepcopy(obj)
@@ -137,6 +174,7 @@ SUSPEND_PATH: dict[str, Where] = {
     "PaddleJob": ("spec", "runPolicy", "suspend"),
     "JAXJob": ("spec", "runPolicy", "suspend"),
     "MPIJob": ("spec", "runPolicy", "suspend"),
+    "TrainJob": ("spec", "suspend"),
     "RayJob": ("spec", "suspend"),
     "RayCluster": ("spec", "suspend"),
 }

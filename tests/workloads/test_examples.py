@@ -3,6 +3,8 @@
 Examples from ../shared/data/crds (see its README for upstream commits); Kueue, JobSet and Kubeflow sample manifests
 from ../shared/data/manifests (see its README for the commits). The expected pod sets are written out by hand from
 each file: names, pods each, and per-pod requests in milli-units (a limit with no request counts as the request).
+A TrainJob's are those of the training runtime it names, from the same folder (tests/workloads/test_trainjob.py
+spells them out).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from .examples import (
     kind_of,
     manifest,
     manifest_files,
+    resolve,
     submitted,
     with_registered_objects,
 )
@@ -54,6 +57,14 @@ EXPECTED_CRD_EXAMPLES: dict[str, PodSets] = {
     ],
     "mpijob/examples/tensorflow-benchmarks.yaml": [("launcher", 1, {}), ("worker", 2, {"nvidia.com/gpu": 1000})],
     # Requests win over limits resource by resource: the head asks for 2Gi (limit 5Gi), the worker for 200m (limit 1).
+    # The trainer step of ClusterTrainingRuntime torch-distributed at spec.trainer.numNodes; 03 asks for 2 CPUs and
+    # 4Gi per node (limits 4 and 8Gi); 05's TrainingRuntime adds a dataset initializer of one pod.
+    "trainjob/examples/01-multi-node.yaml": [("node", 3, {})],
+    "trainjob/examples/03-kueue-integration.yaml": [("node", 3, {"cpu": 2000, "memory": 4 * GI})],
+    "trainingruntime/examples/05-multi-step.yaml": [
+        ("dataset-initializer", 1, {}),
+        ("node", 2, {"cpu": 2000, "memory": 4 * GI}),
+    ],
     "rayjob/examples/ray-job.sample.yaml": [
         ("head", 1, {"cpu": 1000, "memory": 2 * GI}),
         ("small-group", 1, {"cpu": 200}),
@@ -154,14 +165,13 @@ def test_the_examples_kuota_does_not_queue_are_the_kinds_it_has_no_module_for() 
         "ConfigMap",
         "RayService",
         "Service",
-        "TrainJob",
         "TrainingRuntime",
     }
 
 
 def _check(kind: Any, obj: dict[str, Any], expected: PodSets, min_count: int | None) -> None:
     body = submitted(obj)
-    conversion = convert(kind, body, CONFIG)
+    conversion = convert(kind, body, CONFIG, resolve=resolve)
     assert conversion.problems == ()
     workload = conversion.workload
     assert workload is not None
@@ -172,12 +182,12 @@ def _check(kind: Any, obj: dict[str, Any], expected: PodSets, min_count: int | N
     assert [p.min_count for p in workload.pod_sets] == [min_count if kind.kind == "Job" else None] * len(expected)
     assert workload.labels[QUEUE_LABEL] == "ml"
     # The webhooks' reading finds the same pod sets without building the workload.
-    reading = read(kind, body, config_index(CONFIG))
+    reading = read(kind, body, config_index(CONFIG), resolve=resolve)
     assert reading.problems == ()
     assert reading.pod_sets is not None
     assert [(p.name, p.count, p.requests) for p in reading.pod_sets] == expected
-    assert workload_of(kind, body, CONFIG) == workload
-    assert kind.pod_count(body) == sum(count for _, count, _ in expected)
+    assert workload_of(kind, body, CONFIG, resolve=resolve) == workload
+    assert kind.pod_count(body, resolve) == sum(count for _, count, _ in expected)
 
 
 @pytest.mark.parametrize("relative", sorted(EXPECTED_CRD_EXAMPLES))

@@ -30,9 +30,12 @@ from .examples import (
     with_registered_objects,
 )
 
+#: Kueue's TrainJob example is created suspended already (tested below, as Kueue's suspended sample Job is).
+CREATED_SUSPENDED = "crds/trainjob/examples/03-kueue-integration.yaml"
+
 # The kinds held back by their own switch; those held back pod by pod have their patches in test_gates.py.
 SWITCHED = [r for r in with_registered_objects(crd_example_files(), CRDS) if not r.startswith("leaderworkerset/")]
-CASES = [f"crds/{r}" for r in SWITCHED] + [
+CASES = [case for r in SWITCHED if (case := f"crds/{r}") != CREATED_SUSPENDED] + [
     "manifests/kueue/jobs__sample-job.yaml",
     "manifests/kueue/jobs__sample-jobset.yaml",
     "manifests/kueue/jobs__ray-job-sample.yaml",
@@ -88,8 +91,12 @@ def test_suspend_patch_of_a_waiting_object_is_empty(case: str) -> None:
     assert kind.suspend_patch(waiting) == []
 
 
-def test_kueue_sample_job_created_suspended_needs_no_patch() -> None:
-    kind, obj = manifest("kueue/admin__shared-quota-sample-job.yaml")
+@pytest.mark.parametrize(
+    "source", [("manifest", "kueue/admin__shared-quota-sample-job.yaml"), ("crd", CREATED_SUSPENDED.partition("/")[2])]
+)
+def test_kueue_samples_created_suspended_need_no_patch(source: tuple[str, str]) -> None:
+    where, relative = source
+    kind, obj = manifest(relative) if where == "manifest" else crd_example(relative)
     assert obj["spec"]["suspend"] is True
     assert kind.is_suspended(obj)
     assert kind.suspend_patch(obj) == []
@@ -106,8 +113,9 @@ def test_only_the_kinds_own_switch_holds_it_back(case: str) -> None:
     assert not kind.is_suspended(obj)
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [c for c in CASES if not load(c)[0].referenced_kinds])
 def test_run_patch_places_every_pod_template_and_unsuspends(case: str) -> None:
+    # A TrainJob's pod templates are its runtime's: its run patch is a runtime patch (tests/workloads/test_trainjob.py).
     kind, obj = load(case)
     waiting = apply(obj, kind.suspend_patch(obj))
     # count=1 is below every pod set's count: only a Job may be lowered (its parallelism); other kinds ignore it.

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from tests.kube.kinds import CRD_FILES
 from workloads.kind import JobKind
 from workloads.registry import ALL, DEFAULT_KINDS, REGISTRY, Registry, UnknownKind, enabled_kinds
 
@@ -23,25 +24,12 @@ ORDER = (
     "PaddleJob",
     "JAXJob",
     "MPIJob",
+    "TrainJob",
     "RayJob",
     "RayCluster",
     "LeaderWorkerSet",
     "Pod",
 )
-
-#: The CRD file of each registered custom kind.
-CRD_FILES = {
-    "JobSet": "jobset/jobset.x-k8s.io_jobsets.yaml",
-    "PyTorchJob": "pytorchjob/kubeflow.org_pytorchjobs.yaml",
-    "TFJob": "tfjob/kubeflow.org_tfjobs.yaml",
-    "XGBoostJob": "xgboostjob/kubeflow.org_xgboostjobs.yaml",
-    "PaddleJob": "paddlejob/kubeflow.org_paddlejobs.yaml",
-    "JAXJob": "jaxjob/kubeflow.org_jaxjobs.yaml",
-    "MPIJob": "mpijob/kubeflow.org_mpijobs.yaml",
-    "RayJob": "rayjob/ray.io_rayjobs.yaml",
-    "RayCluster": "raycluster/ray.io_rayclusters.yaml",
-    "LeaderWorkerSet": "leaderworkerset/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
-}
 
 
 def test_registry_holds_every_kind_in_listing_order() -> None:
@@ -89,7 +77,7 @@ def test_lookups_of_named_kinds() -> None:
         ("by_resource", ("kubeflow.org", "v1", "mpijobs")),  # the training operator's v1 MPIJob is not kuota's
         ("by_resource", ("ray.io", "v1alpha1", "rayjobs")),
         ("by_gvk", ("jobset.x-k8s.io", "v1alpha1", "JobSet")),
-        ("by_gvk", ("trainer.kubeflow.org", "v1alpha1", "TrainJob")),
+        ("by_gvk", ("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime")),  # what a TrainJob refers to
         ("by_gvk", ("", "v1", "Pods")),
         ("by_resource", ("", "v1", "statefulsets")),
     ],
@@ -114,9 +102,9 @@ def test_enabled_ignores_blanks_and_repeats() -> None:
 
 def test_an_unknown_kind_is_refused_with_the_known_ones() -> None:
     with pytest.raises(UnknownKind) as raised:
-        REGISTRY.enabled(["Job", "TrainJob"])
+        REGISTRY.enabled(["Job", "AppWrapper"])
     message = str(raised.value)
-    assert "'TrainJob'" in message
+    assert "'AppWrapper'" in message
     assert message.endswith("kuota queues: " + ", ".join(ORDER))
     assert isinstance(raised.value, ValueError)
 

@@ -23,7 +23,7 @@ from admission.labels import (
     SCHEDULING_GATE,
     WORKLOAD_ID,
 )
-from clusters.kube.api import ApiStatusError
+from clusters.kube.api import Forbidden, NotFound
 from clusters.kube.cluster import KubeCluster
 from queues.controller import Controller
 from queues.journal import RecordingJournal
@@ -36,7 +36,7 @@ from workloads.kinds.leaderworkerset import LEADERWORKERSET
 from workloads.kinds.pod import POD
 from workloads.registry import REGISTRY
 
-from ..workloads.examples import crd_example, kueue_pods, lws_pods, refused_update, submitted
+from ...workloads.examples import crd_example, kueue_pods, lws_pods, refused_update, submitted
 
 Obj = dict[str, Any]
 
@@ -92,9 +92,9 @@ class Server:
         assert kind.plural == "pods"
         stored = self.pods.get((namespace, name))
         if stored is None:
-            raise ApiStatusError(404, f"pods {name} not found")
+            raise NotFound(404, f"pods {name} not found")
         if name in self.refuse:
-            raise ApiStatusError(403, "forbidden")
+            raise Forbidden(403, "forbidden")
         if not callable(patch):  # a merge patch of annotations
             new = copy.deepcopy(stored)
             new["metadata"].setdefault("annotations", {}).update(patch["metadata"]["annotations"])

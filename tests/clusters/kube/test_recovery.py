@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from admission.workload import Admission, PodSet, Workload
+from admission.workload import Admission, Workload
 from clusters.kube.term import record_unknown_admissions
 from clusters.sim.cluster import Simulation
 from queues.controller import Controller, Tracking
 from queues.journal import RecordingJournal
 from queues.loop import LoopTimers
 from quota.loader import load_config_text
+from quota.pod_set import PodSet
 
 CONFIG = load_config_text(
     """
