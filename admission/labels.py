@@ -28,6 +28,18 @@ RESUME_FROM: Final = "kuota.dev/resume-from"
 ADMITTED_FLAVOR: Final = "kuota.dev/admitted-flavor"
 WORKLOAD_ID: Final = "kuota.dev/workload-id"
 
+# Plain pods run as one gang when they share a group name and say how many pods the group has (Kueue's spellings
+# are accepted too, as for the queue).
+POD_GROUP_LABEL: Final = "kuota.dev/pod-group"
+KUEUE_POD_GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
+POD_GROUP_TOTAL_COUNT: Final = "kuota.dev/pod-group-total-count"
+KUEUE_POD_GROUP_TOTAL_COUNT: Final = "kueue.x-k8s.io/pod-group-total-count"
+
+# On the pods of kinds held back pod by pod (LeaderWorkerSet, plain Pods): the scheduling gate kuota's webhook
+# creates them with and only kuota removes, and the pod set a pod of a pod group belongs to (set by the webhook).
+SCHEDULING_GATE: Final = "kuota.dev/admission"
+POD_SET: Final = "kuota.dev/pod-set"
+
 # On Namespaces: lets the webhook configurations send kuota every Job of a namespace the quota file manages.
 MANAGED_NAMESPACE_LABEL: Final = "kuota.dev/managed"
 

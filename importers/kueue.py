@@ -710,8 +710,9 @@ class _Converter:
         """kuota's jobKinds from the last Kueue Configuration's `integrations.frameworks`, if it names any.
 
         Kueue names a framework `GROUP/kind` in lower case (`batch/job`, `jobset.x-k8s.io/jobset`, `pod` for the
-        core group); each is matched to the job framework's kind of that group and name. A framework kuota does
-        not queue is left out with a warning, so that the file still loads."""
+        core group); each is matched to the job framework's kind of that group and name, so every registered kind
+        is covered (`leaderworkerset.x-k8s.io/leaderworkerset`, `trainer.kubeflow.org/trainjob`, ...). A framework
+        kuota does not queue is left out with a warning, so that the file still loads."""
         if not self.configurations:
             return None
         config = self.configurations[-1]
@@ -734,7 +735,12 @@ class _Converter:
                 )
             elif found not in kinds:
                 kinds.append(found)
-        unconverted = [k for k in integrations if k != "frameworks"]
+        if "podOptions" in integrations:
+            self.warnings.append(
+                "Configuration: integrations.podOptions not converted: kuota queues only pods that name a queue "
+                "(kuota.dev/queue or kueue.x-k8s.io/queue-name), outside kube-system and kuota-system"
+            )
+        unconverted = [k for k in integrations if k not in ("frameworks", "podOptions")]
         if unconverted:
             self.warnings.append(
                 f"Configuration: integrations.{', integrations.'.join(unconverted)} not converted: "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import textwrap
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from importers.kueue import (
 from kuota.commands import import_kueue as command
 from quota.config import QuotaConfig
 from quota.loader import load_config_data
+from workloads.registry import REGISTRY
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared"
 MANIFESTS = SHARED / "data" / "manifests"
@@ -272,16 +274,53 @@ def test_gang_scheduling_workflow_reads_the_kueue_configuration() -> None:
     assert "integrations" not in result.stderr
 
 
+#: The FrameworkName of each of Kueue's integrations (pkg/controller/jobs) that kuota has a kind for.
+KUEUE_FRAMEWORK_NAMES = [
+    "batch/job",
+    "jobset.x-k8s.io/jobset",
+    "kubeflow.org/pytorchjob",
+    "kubeflow.org/tfjob",
+    "kubeflow.org/xgboostjob",
+    "kubeflow.org/paddlejob",
+    "kubeflow.org/jaxjob",
+    "kubeflow.org/mpijob",
+    "trainer.kubeflow.org/trainjob",
+    "ray.io/rayjob",
+    "ray.io/raycluster",
+    "leaderworkerset.x-k8s.io/leaderworkerset",
+    "pod",
+]
+
+
+def convert_integrations(integrations: str) -> tuple[dict[str, Any], list[str]]:
+    """V1BETA2's objects with a Kueue Configuration whose `integrations` are these lines of YAML."""
+    configuration = "---\napiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nintegrations:\n"
+    return convert_text(V1BETA2 + configuration + textwrap.indent(integrations, "  "))
+
+
+def test_kueues_integration_frameworks_are_kuotas_job_kinds() -> None:
+    config, warnings = convert_integrations(f"frameworks: [{', '.join(KUEUE_FRAMEWORK_NAMES)}]\n")
+    assert config["jobKinds"] == list(REGISTRY.names())  # every kind kuota queues, in the registry's order
+    assert not [w for w in warnings if "frameworks" in w]
+
+
+def test_kueues_pod_and_leaderworkerset_frameworks_are_kuotas() -> None:
+    config, warnings = convert_integrations(
+        "frameworks: [pod, leaderworkerset.x-k8s.io/leaderworkerset, deployment, pod]\n"
+        "podOptions: {namespaceSelector: {matchExpressions: [{key: team, operator: Exists}]}}\n"
+    )
+    assert config["jobKinds"] == ["Pod", "LeaderWorkerSet"]
+    assert any(w.startswith("Configuration: integrations.frameworks 'deployment' not converted") for w in warnings)
+    assert any(w.startswith("Configuration: integrations.podOptions not converted: kuota queues") for w in warnings)
+    plain, _ = convert_text(V1BETA2)
+    assert "jobKinds" not in plain  # no Configuration: kuota's default, Job
+
+
 def test_kueue_frameworks_kuota_does_not_queue_are_left_out_with_a_warning() -> None:
-    config_doc = """
----
-apiVersion: config.kueue.x-k8s.io/v1beta1
-kind: Configuration
-integrations:
-  frameworks: [batch/job, deployment, kubeflow.org/jaxjob, example.com/widget, batch/job]
-  podOptions: {namespaceSelector: {}}
-"""
-    config, warnings = convert_text(V1BETA2 + config_doc)
+    config, warnings = convert_integrations(
+        "frameworks: [batch/job, deployment, kubeflow.org/jaxjob, example.com/widget, batch/job]\n"
+        "podOptions: {namespaceSelector: {}}\n"
+    )
     assert config["jobKinds"] == ["Job", "JAXJob"]
     assert any("'deployment' not converted: kuota does not queue it" in w for w in warnings)
     assert any("'example.com/widget' not converted" in w for w in warnings)

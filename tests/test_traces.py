@@ -380,8 +380,8 @@ def test_mapping_gives_kinds(tmp_path: Path, config: QuotaConfig) -> None:
     csv_path = write(tmp_path, "submit_s,duration_s,team,kind\n0,60,nlp,\n1,60,nlp,Job\n", "kinds.csv")
     default = parse_mapping("kind: {column: kind, default: JobSet}\n")
     assert [job.kind for job in read_trace(csv_path, "csv", default, config)] == ["JobSet", "Job"]
-    with pytest.raises(TraceError, match="mapping kind: 'Pod' not a job kind kuota knows \\(job kinds: Job, "):
-        read_trace(itp, "itp", TraceMapping(kind=Assign(value="Pod")), config)
+    with pytest.raises(TraceError, match="mapping kind: 'Deployment' not a job kind kuota knows \\(job kinds: Job, "):
+        read_trace(itp, "itp", TraceMapping(kind=Assign(value="Deployment")), config)
 
 
 def test_format_csv_reads_back_kinds_and_pods(tmp_path: Path, config: QuotaConfig) -> None:

@@ -1,9 +1,10 @@
 """The aiohttp application: AdmissionReview endpoints for every enabled kind, plus health and readiness.
 
 One generic handler per webhook serves every kind: the path names the kind's API resource
-(`/mutate/{group}/{version}/{plural}`, `core` for the core group), and the kind's module does the rest. The paths
-of the first version's configurations (`/mutate/batch/v1/job`) still serve Jobs, so an upgrade needs no new
-webhook configuration.
+(`/mutate/{group}/{version}/{plural}`, `core` for the core group), and the kind's module does the rest. Pods
+(`/mutate/core/v1/pods`) are reviewed for whichever enabled kind claims each one (webhooks/pods.py). The paths of
+the first version's configurations (`/mutate/batch/v1/job`) still serve Jobs, so an upgrade needs no new webhook
+configuration.
 
 Every failure mode answers with something the API server can report: 400 with a Status for a body that is not a
 review, a well-formed denial for a review of a wrong object, and a denial (never a 500) if a rule itself breaks,
@@ -20,6 +21,7 @@ import structlog
 from aiohttp import web
 
 from webhooks.mutate import mutate
+from webhooks.pods import for_pods
 from webhooks.review import (
     AdmissionRequest,
     Decision,
@@ -31,6 +33,7 @@ from webhooks.review import (
 )
 from webhooks.state import WebhookState
 from webhooks.validate import validate
+from workloads.gates import GATED_POD
 from workloads.kind import JobKind
 from workloads.kinds.job import JOB
 
@@ -57,9 +60,12 @@ def make_app(state: WebhookState, observe: Callable[[str, float], None] | None =
     """The webhook application; `observe(endpoint, seconds)` is told how long each review took (metrics)."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     for endpoint, rule in RULES.items():
-        handler = _review_handler(endpoint, rule, state, observe)
+        # Pods first: their path would match the generic route, and they are reviewed as the kind claiming each.
+        pods = _review_handler(endpoint, for_pods(rule), state, observe, lambda _: GATED_POD)
+        app.router.add_post(review_path(endpoint, GATED_POD), pods)
+        handler = _review_handler(endpoint, rule, state, observe, _by_path(state))
         app.router.add_post(f"/{endpoint}/{{group}}/{{version}}/{{plural}}", handler)
-        app.router.add_post(LEGACY_PATHS[endpoint], _review_handler(endpoint, rule, state, observe, JOB))
+        app.router.add_post(LEGACY_PATHS[endpoint], _review_handler(endpoint, rule, state, observe, _legacy(state)))
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz_handler(state))
     return app
@@ -113,23 +119,34 @@ def _not_enabled(resource: str, state: WebhookState) -> Decision:
     )
 
 
+Resolve = Callable[[web.Request], JobKind | str]
+"""The kind a request's path serves, or the path's resource when no enabled kind has it."""
+
+
+def _by_path(state: WebhookState) -> Resolve:
+    def resolve(request: web.Request) -> JobKind | str:
+        info = request.match_info
+        group = "" if info["group"] == "core" else info["group"]
+        found = state.kinds.by_resource(group, info["version"], info["plural"])
+        return found if found is not None else f"{info['group']}/{info['version']} {info['plural']}"
+
+    return resolve
+
+
+def _legacy(state: WebhookState) -> Resolve:
+    return lambda _: JOB if JOB.kind in state.kinds else f"{JOB.api_version} {JOB.plural}"
+
+
 def _review_handler(
     endpoint: str,
     rule: Rule,
     state: WebhookState,
-    observe: Callable[[str, float], None] | None = None,
-    fixed: JobKind | None = None,
+    observe: Callable[[str, float], None] | None,
+    resolve: Resolve,
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
         started = time.perf_counter()
-        kind: JobKind | str
-        if fixed is not None:
-            kind = fixed if fixed.kind in state.kinds else f"{fixed.api_version} {fixed.plural}"
-        else:
-            info = request.match_info
-            group = "" if info["group"] == "core" else info["group"]
-            found = state.kinds.by_resource(group, info["version"], info["plural"])
-            kind = found if found is not None else f"{info['group']}/{info['version']} {info['plural']}"
+        kind = resolve(request)
         try:
             status, body = answer(endpoint, rule, state, await request.read(), kind)
             return web.Response(body=body, status=status, content_type="application/json")

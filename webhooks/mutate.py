@@ -2,9 +2,11 @@
 priority class stamped.
 
 Stamping kuota's own labels lets the controller, selectors and the validating webhook read one spelling, whatever
-the user wrote (Kueue's labels, a namespace's default queue, the pod template's priorityClassName). How a job is
-made to wait is its kind's (`spec.suspend`, `spec.runPolicy.suspend`...). The patch is computed against the object
-as it is, so a second invocation (reinvocationPolicy: IfNeeded) finds nothing to change.
+the user wrote (Kueue's labels, a namespace's default queue, the pod template's priorityClassName); a kind whose
+pods are held one by one copies them onto its pod templates, so that its pods name their queue too. How a job is
+made to wait is its kind's (`spec.suspend`, `spec.runPolicy.suspend`, kuota's scheduling gate on a pod...). The
+patch is computed against the object as it is, so a second invocation (reinvocationPolicy: IfNeeded) finds nothing
+to change.
 
 Only what would make the patch itself wrong is denied here (a body that is not an object of the kind, a queue label
 whose value cannot be a label); every other rule belongs to the validating webhook, which sees the final object.
@@ -43,21 +45,28 @@ def mutate(kind: JobKind, request: AdmissionRequest, state: WebhookState) -> Dec
     if names.queue is None and (namespace is None or not view.index.managed(namespace)):
         return ALLOW
     stamps: dict[str, str] = {}
+    kept: dict[str, str] = {}
+    """kuota's labels as the object will have them, for kinds whose pods must carry them too."""
     warnings: list[str] = []
     if namespace is not None:
         resolution = queue_for(names, namespace, view.index)
         if resolution.problem is not None and resolution.problem.kind is JobProblemKind.INVALID_QUEUE_NAME:
             return problems_denial([resolution.problem])
-        if resolution.name is not None and labels.get(QUEUE_LABEL) != resolution.name:
-            stamps[QUEUE_LABEL] = resolution.name
+        if resolution.name is not None:
+            kept[QUEUE_LABEL] = resolution.name
+            if labels.get(QUEUE_LABEL) != resolution.name:
+                stamps[QUEUE_LABEL] = resolution.name
     kueue_queue = labels.get(KUEUE_QUEUE_LABEL)
     if names.queue_label == QUEUE_LABEL and kueue_queue is not None and kueue_queue != names.queue:
         warnings.append(f"labels {QUEUE_LABEL} and {KUEUE_QUEUE_LABEL} disagree; kuota uses {QUEUE_LABEL}")
     # An unknown class (a problem, and no class) is the validating webhook's to deny, with its message.
     priority_class, _ = priority_class_for(first_priority(templates), names, view.index)
-    if priority_class is not None and labels.get(PRIORITY_LABEL) != priority_class.name:
-        stamps[PRIORITY_LABEL] = priority_class.name
+    if priority_class is not None:
+        kept[PRIORITY_LABEL] = priority_class.name
+        if labels.get(PRIORITY_LABEL) != priority_class.name:
+            stamps[PRIORITY_LABEL] = priority_class.name
     patch = _label_patch(job, stamps)
+    patch.extend(kind.pod_labels_patch(job, kept))
     patch.extend(kind.suspend_patch(job))
     return Decision(allowed=True, patch=patch, warnings=warnings)
 

@@ -2,10 +2,11 @@
 
 Two kinds of rule, checked in this order:
 
-* who may do what (403): only kuota starts a queued job (its kind's hold, e.g. `spec.suspend`), sets the
-  annotations that record
-  an admission, and nobody moves an admitted Job to another queue or priority class, grows it while it runs, or
-  takes it out of kuota by removing its queue label. kuota's own service account is exempt: it is the one doing it.
+* who may do what (403): only kuota starts a queued job (its kind's hold, e.g. `spec.suspend` or the scheduling
+  gate on a pod), sets the annotations that record an admission, and nobody moves an admitted Job to another
+  queue or priority class, grows it while it runs, takes it out of kuota by removing its queue label, or undoes
+  what holds its kind back (a LeaderWorkerSet's pod templates must name its queue). kuota's own service account is
+  exempt: it is the one doing it.
 * what the Job asks for (422, or 403 when it can never fit): the queue exists and is open to the namespace, the
   priority class is configured, the annotations are well-formed, the request fits what the team could ever hold.
   On UPDATE only problems the update introduces are refused, so that a Job admitted under an older quota file can
@@ -118,6 +119,9 @@ def _who_may(kind: JobKind, job: _Seen, old: _Seen | None) -> Decision | None:
         if job.annotations.get(key) != (old.annotations.get(key) if old is not None else None):
             remedy = "remove it from the manifest" if old is None else "leave it as kuota set it"
             return deny(f"annotation {key} is set by kuota only (it records what kuota did with this {noun}); {remedy}")
+    held = kind.hold_problem(job.body, old.body if old is not None else None)
+    if held is not None:
+        return deny(held)
     if old is not None and ADMITTED_FLAVOR in old.annotations:
         if job.queue != old.queue:
             return deny(

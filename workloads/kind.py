@@ -190,6 +190,22 @@ class JobKind(ABC):
     def status(self, obj: Mapping[str, Any]) -> Status:
         """Finished or not, and stopped or not, from the object's status."""
 
+    def pod_labels_patch(self, obj: Mapping[str, Any], labels: Mapping[str, str]) -> JSONPatch:
+        """Ops that copy kuota's labels as the mutating webhook leaves them on the object (queue, priority class)
+        to where the kind's pods take their labels from. None for a kind held back as a whole object; a kind
+        whose pods are held one by one (a LeaderWorkerSet) puts them on its pod templates, so that its pods name
+        their queue to the pod webhook."""
+        return []
+
+    def metadata_problems(self, labels: Mapping[str, Any], annotations: Mapping[str, Any]) -> list[JobProblem]:
+        """What is wrong with the kind's own labels and annotations (a pod group's name and size)."""
+        return []
+
+    def hold_problem(self, obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> str | None:
+        """Why this create (`old` None) or update by someone other than kuota would let pods past kuota's hold
+        in a way only this kind has, as a denial message; None when it would not."""
+        return None
+
     def references(self, obj: Mapping[str, Any], namespace: str | None = None) -> tuple[Reference, ...]:
         """The other objects whose content `obj`'s pod sets are read from; none for most kinds.
 
@@ -233,9 +249,10 @@ class JobKind(ABC):
 def pod_spec_at(container: Any, path: Path, problems: list[JobProblem], noun: str) -> Mapping[str, Any] | None:
     """The PodSpec under `container` (which is at `path[:-2]`) at its `template.spec`, or None with a problem.
 
-    `path` is the PodSpec's own full path; the two last parts are `template`, `spec` (every kind nests them so).
+    `path` is the PodSpec's own full path; its two last parts are the template's key and `spec` (`template`,
+    `spec` in most kinds; `workerTemplate`, `spec` in a LeaderWorkerSet).
     """
-    template = container.get("template") if is_map(container) else None
+    template = container.get(str(path[-2])) if is_map(container) else None
     if not is_map(template):
         problems.append(not_a("an object", dotted(path[:-1]), noun))
         return None

@@ -25,6 +25,7 @@ from admission.workload import Workload
 from quota.config import PriorityClass, QuotaConfig
 from quota.pod_set import PodSet
 from quota.quantity import format_resource, too_large
+from workloads.gates import GatedKind, Group, GroupReading
 from workloads.kind import JobKind, PodTemplate, Resolve, dotted
 from workloads.problems import JobError, JobProblem, JobProblemKind, not_a
 from workloads.quantities import CACHED_TEXT_MAX, is_map, mapping, pod_requests_into
@@ -205,6 +206,24 @@ def read(
                 )
             )
             return Reading(tuple(problems), names, metadata, labels, annotations, None, None, None, None, None)
+    unresolved = resolve is None and bool(kind.referenced_kinds)
+    return _read_parts(kind, metadata, labels, annotations, templates, problems, names, namespace, index, unresolved)
+
+
+def _read_parts(
+    kind: JobKind,
+    metadata: Mapping[str, Any],
+    labels: Mapping[str, Any],
+    annotations: Mapping[str, Any],
+    templates: list[PodTemplate],
+    problems: list[JobProblem],
+    names: RequestedNames,
+    namespace: str,
+    index: ConfigIndex,
+    unresolved: bool = False,
+) -> Reading:
+    """The rest of `read`, shared with `read_group`. `unresolved`: the kind reads its pod sets from objects it
+    references and there was no lookup, so there are no pod sets to convert even when nothing is wrong."""
     queue, team, queue_problem = queue_of(names, namespace, index, kind.kind)
     if queue_problem is not None:
         problems.append(queue_problem)
@@ -216,8 +235,9 @@ def read(
     url_problem = annotations_checkpoint_problem(annotations)
     if url_problem is not None:
         problems.append(url_problem)
+    problems.extend(kind.metadata_problems(labels, annotations))
     pod_sets = _pod_sets(kind, templates, annotations, problems)
-    if problems or team is None or (resolve is None and kind.referenced_kinds):
+    if problems or team is None or unresolved:
         return Reading(
             tuple(problems), names, metadata, labels, annotations, namespace, queue, team, priority_class, None
         )
@@ -287,13 +307,19 @@ def convert(
     does one whose pod sets live in objects it references when there is no `resolve` to look them up.
     """
     reading = read(kind, obj, config_index(config), namespace, resolve)
-    pod_sets, team, queue = reading.pod_sets, reading.team, reading.queue
-    if pod_sets is None or team is None or queue is None or reading.namespace is None:
+    if reading.pod_sets is None or reading.team is None or reading.queue is None or reading.namespace is None:
         return Conversion(None, reading.problems, reading.names)
-    metadata, priority_class = reading.metadata, reading.priority_class
-    name = metadata.get("name") or metadata.get("generateName") or ""
-    workload = Workload(
-        name=workload_key(kind.kind, reading.namespace, str(name)),
+    name = reading.metadata.get("name") or reading.metadata.get("generateName") or ""
+    key = workload_key(kind.kind, reading.namespace, str(name))
+    return Conversion(_workload(reading, key, _created_at(reading.metadata)), (), reading.names)
+
+
+def _workload(reading: Reading, key: str, created_at: int) -> Workload:
+    """The workload of a reading that has pod sets, a team and a queue (the caller checked)."""
+    pod_sets, team, priority_class = reading.pod_sets, reading.team, reading.priority_class
+    assert pod_sets is not None and team is not None
+    return Workload(
+        name=key,
         team=team,
         priority=priority_class.value if priority_class is not None else 0,
         pod_sets=tuple(
@@ -306,13 +332,56 @@ def convert(
             )
             for p in pod_sets
         ),
-        created_at=_created_at(metadata),
-        queue=queue,
+        created_at=created_at,
+        queue=reading.queue,
         priority_class=priority_class.name if priority_class is not None else None,
         preemptible=priority_class.preemptible if priority_class is not None else True,
         labels=dict(reading.labels),
     )
-    return Conversion(workload, (), reading.names)
+
+
+class GroupConversion(NamedTuple):
+    """A gated workload converted: its Workload once its pods are all there and nothing is wrong."""
+
+    workload: Workload | None
+    problems: tuple[JobProblem, ...]
+    pod_set_of: Mapping[str, str]
+    """The pod set of each of its pods, by pod name."""
+    complete: bool
+
+
+def read_group(kind: GatedKind, group: Group, index: ConfigIndex) -> tuple[Reading, GroupReading]:
+    """A gated workload read as `read` reads an object: the labels of the object that names its queue, the pod
+    sets of its pods, every problem of either."""
+    found = kind.read_group(group)
+    labelled = parts(found.labelled, kind.noun)
+    problems = [*labelled.problems, *found.problems]
+    names = names_in_labels(labelled.labels)
+    reading = _read_parts(
+        kind,
+        labelled.metadata,
+        labelled.labels,
+        labelled.annotations,
+        found.templates,
+        problems,
+        names,
+        group.namespace,
+        index,
+    )
+    return reading, found
+
+
+def convert_group(kind: GatedKind, group: Group, config: QuotaConfig) -> GroupConversion:
+    """The workload `KIND/NAMESPACE/NAME` of a group of pods (and its object), created when its first pod was."""
+    reading, found = read_group(kind, group, config_index(config))
+    if not found.complete:
+        return GroupConversion(None, reading.problems, found.pod_set_of, False)
+    if reading.pod_sets is None or reading.team is None or reading.queue is None:
+        return GroupConversion(None, reading.problems, found.pod_set_of, True)
+    stamps = [_created_at(mapping(pod.get("metadata"))) for pod in group.pods]
+    created_at = min((t for t in stamps if t), default=0) or _created_at(reading.metadata)
+    key = workload_key(group.kind, group.namespace, group.name)
+    return GroupConversion(_workload(reading, key, created_at), (), found.pod_set_of, True)
 
 
 def workload_of(

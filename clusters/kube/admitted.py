@@ -1,5 +1,5 @@
 """What kuota writes on an admitted object, and reads back after a restart: the flavors of each pod set, and
-where each pod set may run (its node selector and tolerations). Pure.
+where each pod set (or, for kinds held back pod by pod, each pod) may run: its node selector and tolerations. Pure.
 
 The `kuota.dev/admitted-flavor` annotation is the flavor's name when every pod set got one flavor (nearly always,
 and what users read), `resource=flavor,...` for one pod set whose resources came from different flavors, and
@@ -11,11 +11,41 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from admission.labels import ADMITTED_FLAVOR, CHECKPOINT_REQUESTED_AT, RESUME_FROM, WORKLOAD_ID
 from quota.config import Flavor, QuotaConfig, Team
 from quota.pod_set import PodSet
-from workloads.kind import JobKind, Placement, PodTemplate, Resolve
+from workloads.kind import JobKind, JSONPatch, Placement, PodTemplate, Resolve, pointer
 
 Obj = dict[str, Any]
+
+
+def annotation_ops(obj: Mapping[str, Any], values: Mapping[str, str | None]) -> JSONPatch:
+    """JSON patch ops that set (a string) or remove (None) annotations, against the object as it is."""
+    current = (obj.get("metadata") or {}).get("annotations")
+    if not isinstance(current, dict):
+        present = {k: v for k, v in values.items() if v is not None}
+        return [{"op": "add", "path": "/metadata/annotations", "value": present}] if present else []
+    ops: JSONPatch = []
+    for key, value in values.items():
+        path = pointer(("metadata", "annotations", key))
+        if value is None:
+            if key in current:
+                ops.append({"op": "remove", "path": path})
+        elif current.get(key) != value:
+            ops.append({"op": "add", "path": path, "value": value})
+    return ops
+
+
+def admission_annotations(
+    key: str, flavors: Mapping[str, Mapping[str, str]], resume_from: str | None
+) -> dict[str, str | None]:
+    """The annotations an admission sets (None: removed): the flavors, the workload, where to resume from."""
+    return {
+        ADMITTED_FLAVOR: encode_admission(flavors),
+        WORKLOAD_ID: key,
+        RESUME_FROM: resume_from,
+        CHECKPOINT_REQUESTED_AT: None,
+    }
 
 
 def encode_flavors(flavors: Mapping[str, str]) -> str:
@@ -108,6 +138,18 @@ def placements(
         assigned = sorted(set(flavors.get(template.name, {}).values()))
         out[template.name] = _placement(template, assigned, by_name, flavor_keys, counts.get(template.name))
     return out
+
+
+def pod_placement(
+    pod: Mapping[str, Any], pod_set: str, config: QuotaConfig, flavors: Mapping[str, Mapping[str, str]]
+) -> Placement:
+    """Where one pod of an admitted workload held back pod by pod runs: its own node selector and tolerations plus
+    those of its pod set's flavors (the ungate patch adds what the pod lacks)."""
+    flavor_keys = {key for f in config.flavors for key in f.node_labels}
+    by_name = {f.name: f for f in config.flavors}
+    spec = pod.get("spec")
+    template = PodTemplate(pod_set, ("spec",), spec if isinstance(spec, Mapping) else {}, 1)
+    return _placement(template, sorted(set(flavors.get(pod_set, {}).values())), by_name, flavor_keys, None)
 
 
 def _placement(

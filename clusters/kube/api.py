@@ -11,6 +11,7 @@ reading wants the API's own mappings, and skipping the model classes keeps big l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -50,6 +51,11 @@ class Resource(Protocol):
 
     @property
     def plural(self) -> str: ...
+
+
+def _is_pods(kind: Resource) -> bool:
+    """Whether `kind` is the core group's Pod (the one core object kuota reads and writes)."""
+    return kind.group == "" and kind.plural == "pods"
 
 
 class TokenBucket:
@@ -289,15 +295,21 @@ class KubeApi:
 
     # -- objects of every kind, as plain JSON ---------------------------------------------------------------------
     # Every kind kuota queues or reads lives under /apis/GROUP/VERSION (batch/v1 Jobs too), so the custom-objects
-    # calls serve them all: one code path, whatever the kind.
+    # calls serve them all: one code path, whatever the kind. The one object of the core group kuota reads and
+    # writes is the Pod (for the kinds held back pod by pod), through the core API's own calls.
 
-    async def list_objects(self, kind: Resource, *, limit: int = 500) -> tuple[list[Obj], str]:
-        """Every object of `kind` in every namespace (paged), and the list's resourceVersion to watch from."""
+    async def list_objects(
+        self, kind: Resource, *, limit: int = 500, label_selector: str | None = None
+    ) -> tuple[list[Obj], str]:
+        """Every object of `kind` in every namespace (paged; those `label_selector` selects, when given), and the
+        list's resourceVersion to watch from."""
         items: list[Obj] = []
         token: str | None = None
         version = ""
         while True:
             kwargs: dict[str, Any] = {"limit": limit, "_preload_content": False}
+            if label_selector:
+                kwargs["label_selector"] = label_selector
             if token:
                 kwargs["_continue"] = token
             page = await self.call(f"list {kind.plural}", self._lister(kind, kwargs))
@@ -308,34 +320,56 @@ class KubeApi:
             if not token:
                 return items, version
 
-    def _lister(self, kind: Resource, kwargs: dict[str, Any]) -> Callable[[], Awaitable[Obj]]:
-        return lambda: self._json(
-            self.objects.list_cluster_custom_object(kind.group, kind.version, kind.plural, **kwargs)
+    def _list_call(self, kind: Resource, **kwargs: Any) -> Awaitable[Any]:
+        if _is_pods(kind):
+            return self.core.list_pod_for_all_namespaces(**kwargs)  # type: ignore[no-any-return]
+        return self.objects.list_cluster_custom_object(  # type: ignore[no-any-return]
+            kind.group, kind.version, kind.plural, **kwargs
         )
 
-    async def watch_objects(self, kind: Resource, version: str, timeout_s: int) -> Any:
+    def _lister(self, kind: Resource, kwargs: dict[str, Any]) -> Callable[[], Awaitable[Obj]]:
+        return lambda: self._json(self._list_call(kind, **kwargs))
+
+    async def watch_objects(
+        self, kind: Resource, version: str, timeout_s: int, *, label_selector: str | None = None
+    ) -> Any:
         """The raw watch response for `kind` from `version`, with bookmarks (the caller reads and releases it)."""
-        return await self.objects.list_cluster_custom_object(
-            kind.group,
-            kind.version,
-            kind.plural,
+        selected = {"label_selector": label_selector} if label_selector else {}
+        return await self._list_call(
+            kind,
             watch=True,
             resource_version=version,
             allow_watch_bookmarks=True,
             timeout_seconds=timeout_s,
             _preload_content=False,
             _request_timeout=aiohttp.ClientTimeout(sock_connect=10, sock_read=timeout_s + 30),
+            **selected,
         )
 
     async def get_object(self, kind: JobKind, namespace: str, name: str) -> Obj:
-        return await self.call(
-            f"get {kind.plural} {namespace}/{name}",
-            lambda: self._json(
+        def get() -> Awaitable[Obj]:
+            if _is_pods(kind):
+                return self._json(self.core.read_namespaced_pod(name, namespace, _preload_content=False))
+            return self._json(
                 self.objects.get_namespaced_custom_object(
                     kind.group, kind.version, namespace, kind.plural, name, _preload_content=False
                 )
-            ),
-        )
+            )
+
+        return await self.call(f"get {kind.plural} {namespace}/{name}", get)
+
+    async def delete_object(self, kind: JobKind, namespace: str, name: str, uid: str | None = None) -> None:
+        """Delete an object (pods only, so far: stopping a workload held back pod by pod), only while it is the one
+        whose `uid` is given: a pod its operator created again under the same name is not the one to delete. Gone
+        already, or replaced, is done."""
+        if not _is_pods(kind):
+            raise ValueError(f"kuota deletes pods only, not {kind.plural}")
+        body = {"preconditions": {"uid": uid}} if uid else {}
+        with contextlib.suppress(NotFound, Conflict):
+            await self.call(
+                f"delete {kind.plural} {namespace}/{name}",
+                lambda: self._json(self.core.delete_namespaced_pod(name, namespace, body=body, _preload_content=False)),
+            )
 
     async def patch_object(
         self, kind: JobKind, namespace: str, name: str, patch: Obj | Callable[[Obj | None], JSONPatch]
@@ -363,6 +397,12 @@ class KubeApi:
     def _patcher(
         self, kind: JobKind, namespace: str, name: str, body: Any, content_type: str
     ) -> Callable[[], Awaitable[Obj]]:
+        if _is_pods(kind):
+            return lambda: self._json(
+                self.core.patch_namespaced_pod(
+                    name, namespace, body, _content_type=content_type, _preload_content=False
+                )
+            )
         return lambda: self._json(
             self.objects.patch_namespaced_custom_object(
                 kind.group,

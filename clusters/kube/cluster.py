@@ -20,6 +20,10 @@ is read. One that cannot be queued yet (its runtime is not there, or does not re
 read again whenever an object it refers to appears or changes. Once queued it keeps the pod sets it was read with,
 and is admitted with the objects it was read with: the trainer, too, runs a TrainJob from the copy of its runtime
 it took when it first saw it, whatever becomes of the runtime later.
+
+The kinds held back pod by pod (a LeaderWorkerSet, plain pods) are clusters/kube/gated.py's: one more list+watch,
+of the pods that name a queue, feeds it, and it uses the steps below (submit, progress, finished, ...) for its
+workloads as this module does for objects.
 """
 
 from __future__ import annotations
@@ -39,19 +43,27 @@ from admission.labels import (
     CHECKPOINT_ID,
     CHECKPOINT_REQUESTED_AT,
     CHECKPOINT_URL,
-    RESUME_FROM,
-    WORKLOAD_ID,
+    QUEUE_LABEL,
 )
 from admission.workload import Admission, Workload
-from clusters.kube.admitted import decode_admission, encode_admission, flavor_labels, placements
+from clusters.kube.admitted import (
+    admission_annotations,
+    annotation_ops,
+    decode_admission,
+    flavor_labels,
+    placements,
+)
 from clusters.kube.api import KubeApi, NotFound, status_of
 from clusters.kube.events import rfc3339
+from clusters.kube.gated import GatedWorkloads
 from clusters.kube.watch import Reflector
 from queues.controller import Controller
 from queues.loop import ControllerLoop, wall_clock_ms
 from queues.tasks import BackgroundTasks
 from quota.config import QuotaConfig
-from workloads.kind import JobKind, JSONPatch, Reference, ReferencedKind, Resolve, parse_time, pointer
+from workloads.gates import GATED_POD, GatedKind, pod_name
+from workloads.kind import JobKind, JSONPatch, Reference, ReferencedKind, Resolve, Status, parse_time
+from workloads.problems import JobProblem
 from workloads.reading import convert, split_key, workload_key
 from workloads.registry import Registry, enabled_kinds
 from workloads.rules import job_annotations
@@ -61,6 +73,9 @@ log = structlog.get_logger("kuota.kube")
 Obj = dict[str, Any]
 
 CHECKPOINT_POST_TIMEOUT_S = 5.0
+
+#: The reflector of the pods of kinds held back pod by pod, beside one per kind.
+PODS = GATED_POD.plural
 
 
 class Unplaceable(Exception):
@@ -79,23 +94,6 @@ def epoch_ms(moment: datetime) -> int:
 def is_admitted_running(kind: JobKind, obj: Mapping[str, Any]) -> bool:
     """Running under an admission kuota made: the annotation is there and the kind does not hold it back."""
     return kind.status(obj).finished is None and not kind.is_suspended(obj) and ADMITTED_FLAVOR in job_annotations(obj)
-
-
-def annotation_ops(obj: Mapping[str, Any], values: Mapping[str, str | None]) -> JSONPatch:
-    """JSON patch ops that set (a string) or remove (None) annotations, against the object as it is."""
-    current = (obj.get("metadata") or {}).get("annotations")
-    if not isinstance(current, dict):
-        present = {k: v for k, v in values.items() if v is not None}
-        return [{"op": "add", "path": "/metadata/annotations", "value": present}] if present else []
-    ops: JSONPatch = []
-    for key, value in values.items():
-        path = pointer(("metadata", "annotations", key))
-        if value is None:
-            if key in current:
-                ops.append({"op": "remove", "path": path})
-        elif current.get(key) != value:
-            ops.append({"op": "add", "path": path, "value": value})
-    return ops
 
 
 class KubeCluster:
@@ -131,7 +129,19 @@ class KubeCluster:
         self.patches = 0
         self._calls = BackgroundTasks("kube cluster calls")
         """The API calls the controller's commands made, each a task so that every command returns at once."""
-        self.reflectors = {kind.kind: self._reflector(kind) for kind in self.kinds}
+        self.gated = GatedWorkloads(self)
+        """The workloads of kinds held back pod by pod (clusters/kube/gated.py)."""
+        self.reflectors = {
+            kind.kind: self._reflector(kind)
+            for kind in self.kinds
+            if not isinstance(kind, GatedKind) or kind.defines_workloads
+        }
+        if self.kinds.gated:
+            # One watch of pods for every such kind, of the pods that name a queue: the pod webhook stamps kuota's
+            # queue label on each pod it gates, so no other pod is held in memory.
+            self.reflectors[PODS] = Reflector(
+                api, GATED_POD, self.gated.pods_listed, self.gated.pod_event, label_selector=QUEUE_LABEL
+            )
         self.referenced_kinds: dict[str, ReferencedKind] = {
             referenced.kind: referenced for kind in self.kinds for referenced in kind.referenced_kinds
         }
@@ -192,7 +202,7 @@ class KubeCluster:
         """Wait for the API calls in flight (tests, shutdown)."""
         await self._calls.wait(timeout_s)
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], what: str) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None], what: str) -> None:
         self._calls.start(self._guard(coro, what), what)
 
     async def _guard(self, coro: Coroutine[Any, Any, None], what: str) -> None:
@@ -203,28 +213,38 @@ class KubeCluster:
         except Exception as exc:
             log.error("kube_call_failed", call=what, status=status_of(exc), error=str(exc)[:300])
 
-    def _wake(self) -> None:
+    def wake(self) -> None:
         if self.loop is not None:
             self.loop.wake()
 
     # -- what the watch reports ---------------------------------------------------------------------------------
 
+    def later(self, step: Callable[[], None]) -> None:
+        """Run `step` once the current one is done (never inside a call from the controller)."""
+        asyncio.get_running_loop().call_soon(step)
+
     def on_list(self, kind: JobKind, items: list[Obj]) -> None:
         """A full list of one kind (at start, or after 410 Gone): what is not in it was deleted meanwhile."""
+        if isinstance(kind, GatedKind):
+            self.gated.owners_listed(kind, items)
+            return
         present = {object_key(kind, obj) for obj in items}
         prefix = f"{kind.kind}/"
         for key in [k for k in (*self.submitted, *self.waiting) if k.startswith(prefix)]:
             if key not in present:
-                self._deleted(key)
+                self.deleted(key)
         self.done = {k for k in self.done if not k.startswith(prefix) or k in present}
         for obj in items:
             self.observe(kind, obj)
 
     def on_event(self, kind: JobKind, event: str, obj: Obj) -> None:
+        if isinstance(kind, GatedKind):
+            self.gated.owner_event(kind, event, obj)
+            return
         if event == "DELETED":
             key = object_key(kind, obj)
             self.done.discard(key)
-            self._deleted(key)
+            self.deleted(key)
         else:
             self.observe(kind, obj)
 
@@ -265,7 +285,7 @@ class KubeCluster:
         seen = self.read_with.get(key, {})
         return lambda reference: seen[reference] if reference in seen else self.referenced.get(reference)
 
-    def _deleted(self, key: str) -> None:
+    def deleted(self, key: str) -> None:
         self.jobs.pop(key, None)
         self.waiting.pop(key, None)
         self.read_with.pop(key, None)
@@ -276,7 +296,7 @@ class KubeCluster:
             self.submitted.discard(key)
             if self.controller is not None:
                 self.controller.job_deleted(key, self.clock())
-            self._wake()
+            self.wake()
 
     def observe(self, kind: JobKind, obj: Obj) -> None:
         key = object_key(kind, obj)
@@ -289,69 +309,105 @@ class KubeCluster:
                 self.waiting.pop(key, None)
                 return
             workload = self._workload(kind, key, obj)
-            if workload is None:
-                return
-            self.jobs[key] = obj
-            self.submitted.add(key)
-            controller.submit(workload, self.clock())
-            self._wake()
+            if workload is not None:
+                self.submit(workload, obj)
             return
+        if self.progress(key, obj, status):
+            self.suspended(key)
+
+    def progress(self, key: str, obj: Obj, status: Status) -> bool:
+        """What a submitted workload's object says now: it finished (the controller is told), it answered a
+        checkpoint request; True when it was being stopped and holds no pods any more (for the caller to tell)."""
         previous = self.jobs.get(key) or {}
         self.jobs[key] = obj
-        now = self.clock()
         if status.finished is not None:
-            self.submitted.discard(key)
-            self.done.add(key)
-            self.suspending.discard(key)
-            self.awaiting_ack.pop(key, None)
-            self.jobs.pop(key, None)
-            self.read_with.pop(key, None)
-            controller.job_finished(key, now, status.finished)
-            self._wake()
+            self.finished(key, status.finished)
+            return False
+        self.checkpoint_news(key, previous, obj)
+        return key in self.suspending and status.stopped
+
+    def submit(self, workload: Workload, obj: Obj) -> None:
+        """Hand a workload seen for the first time to the controller; `obj` is what the later steps read."""
+        self.jobs[workload.name] = obj
+        self.submitted.add(workload.name)
+        if self.controller is not None:
+            self.controller.submit(workload, self.clock())
+            self.wake()
+
+    def suspended(self, key: str) -> None:
+        """A stopped workload holds no pods any more: its quota is free."""
+        self.suspending.discard(key)
+        if self.controller is not None:
+            self.controller.suspended(key, self.clock())
+            self.wake()
+
+    def with_admission(self, workload: Workload, flavor: str) -> Workload:
+        """A workload found running under an admission kuota made, with that admission rebuilt from its
+        `kuota.dev/admitted-flavor` annotation and dated as the ledger says."""
+        team = next((t for t in self.config().teams if t.name == workload.team), None)
+        admission = Admission(
+            flavors=decode_admission(flavor, workload.pod_sets, team),
+            counts={p.name: p.count for p in workload.pod_sets},
+            admitted_at=self.admitted_at.get(workload.name, self.clock()),
+        )
+        return dataclasses.replace(workload, admission=admission)
+
+    def finished(self, key: str, succeeded: bool) -> None:
+        """A submitted workload has ended: told once, and not submitted again while its object stays."""
+        self.submitted.discard(key)
+        self.done.add(key)
+        self.suspending.discard(key)
+        self.awaiting_ack.pop(key, None)
+        self.jobs.pop(key, None)
+        self.read_with.pop(key, None)
+        if self.controller is not None:
+            self.controller.job_finished(key, self.clock(), succeeded)
+            self.wake()
+
+    def note_problems(self, key: str, kind: JobKind, problems: tuple[JobProblem, ...]) -> None:
+        """Why an object kuota manages is not queued, logged once per reason (nothing when none); for a kind that
+        reads referenced objects, `not_queued` is told too (nobody else can tell the user)."""
+        if not problems:
+            self.unreadable.pop(key, None)
+        elif self.unreadable.get(key) != problems[0].message:
+            self.unreadable[key] = problems[0].message
+            log.warning("job_not_queued", job=key, problems=[p.message for p in problems])
+            if kind.referenced_kinds and self.not_queued is not None:
+                self.not_queued(key, problems[0].message)
+
+    def checkpoint_news(self, key: str, previous: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
+        """The job's answer to a checkpoint request, or a checkpoint it reports on its own, from its annotations."""
+        controller = self.controller
+        if controller is None:
             return
         annotations = job_annotations(obj)
         completed = annotations.get(CHECKPOINT_COMPLETED_AT)
+        now = self.clock()
         if key in self.awaiting_ack and completed and completed != self.awaiting_ack[key]:
             self.awaiting_ack.pop(key)
             controller.checkpoint_acked(key, annotations.get(CHECKPOINT_ID) or None, now)
-            self._wake()
+            self.wake()
         elif completed and completed != job_annotations(previous).get(CHECKPOINT_COMPLETED_AT):
             controller.checkpoint_reported(key, now)
-        if key in self.suspending and status.stopped:
-            self.suspending.discard(key)
-            controller.suspended(key, now)
-            self._wake()
 
     def _workload(self, kind: JobKind, key: str, obj: Obj) -> Workload | None:
         config = self.config()
         conversion = convert(kind, obj, config, resolve=self.resolve)
         workload = conversion.workload
+        if workload is None and conversion.problems and kind.referenced_kinds:
+            self.waiting[key] = (kind, obj)  # before the NotQueued Event, which reads its uid from here
+        else:
+            self.waiting.pop(key, None)
+        self.note_problems(key, kind, conversion.problems)
         if workload is None:
-            if conversion.problems and kind.referenced_kinds:
-                self.waiting[key] = (kind, obj)
-            else:
-                self.waiting.pop(key, None)
-            if conversion.problems and self.unreadable.get(key) != conversion.problems[0].message:
-                self.unreadable[key] = conversion.problems[0].message
-                log.warning("job_not_queued", job=key, problems=[p.message for p in conversion.problems])
-                if kind.referenced_kinds and self.not_queued is not None:
-                    self.not_queued(key, conversion.problems[0].message)
             return None
-        self.unreadable.pop(key, None)
-        self.waiting.pop(key, None)
         if kind.referenced_kinds:
             self.read_with[key] = {r: found for r in kind.references(obj) if (found := self.resolve(r)) is not None}
         flavor = job_annotations(obj).get(ADMITTED_FLAVOR)
         team = next((t for t in config.teams if t.name == workload.team), None)
         suspended = kind.is_suspended(obj)
         if flavor and not suspended:
-            flavors = decode_admission(flavor, workload.pod_sets, team)
-            admission = Admission(
-                flavors=flavors,
-                counts={p.name: p.count for p in workload.pod_sets},
-                admitted_at=self.admitted_at.get(key, self.clock()),
-            )
-            return dataclasses.replace(workload, admission=admission)
+            return self.with_admission(workload, flavor)
         if flavor:
             # Requeued after a preemption: the selectors still hold the last flavors' labels, which must not pin
             # the workload to those flavors from now on.
@@ -366,7 +422,7 @@ class KubeCluster:
             # Running without an admission (created while the webhooks were away): stop it and queue it.
             log.warning("job_running_unadmitted", job=key)
             self.suspending.discard(key)
-            self._spawn(self._patch(key, lambda current: kind.stop_patch(current or obj)), f"suspend unadmitted {key}")
+            self.spawn(self._patch(key, lambda current: kind.stop_patch(current or obj)), f"suspend unadmitted {key}")
         return workload
 
     # -- Cluster: what the controller decides -------------------------------------------------------------------
@@ -379,14 +435,12 @@ class KubeCluster:
         resume_from: str | None,
     ) -> None:
         key = workload.name
+        if self.gated.owns(key):
+            self.gated.admit(workload, flavors, resume_from)
+            return
         kind = self._kind(key)
         config = self.config()
-        annotations = {
-            ADMITTED_FLAVOR: encode_admission(flavors),
-            WORKLOAD_ID: key,
-            RESUME_FROM: resume_from,
-            CHECKPOINT_REQUESTED_AT: None,
-        }
+        annotations = admission_annotations(key, flavors, resume_from)
 
         resolve = self._resolver(key)
 
@@ -401,7 +455,7 @@ class KubeCluster:
             return annotation_ops(obj, annotations) + ops
 
         self.suspending.discard(key)
-        self._spawn(self._admit(key, run_patch), f"admit {key}")
+        self.spawn(self._admit(key, run_patch), f"admit {key}")
 
     def request_checkpoint(self, workload: Workload, deadline: int, reason: str, preemptor: str | None) -> str:
         key = workload.name
@@ -409,17 +463,20 @@ class KubeCluster:
         self.awaiting_ack[key] = annotations.get(CHECKPOINT_COMPLETED_AT)
         url = annotations.get(CHECKPOINT_URL)
         if isinstance(url, str) and url.strip().startswith(("http://", "https://")):
-            self._spawn(self._post_checkpoint(key, url.strip(), deadline, reason), f"checkpoint hook {key}")
+            self.spawn(self._post_checkpoint(key, url.strip(), deadline, reason), f"checkpoint hook {key}")
             return "url"
-        self._spawn(self._ask_by_annotation(key), f"checkpoint annotation {key}")
+        self.spawn(self._ask_by_annotation(key), f"checkpoint annotation {key}")
         return "annotation"
 
     def suspend(self, workload: Workload) -> None:
         key = workload.name
         self.awaiting_ack.pop(key, None)
+        if self.gated.owns(key):
+            self.gated.stop(key)
+            return
         self.suspending.add(key)
         kind = self._kind(key)
-        self._spawn(
+        self.spawn(
             self._patch(key, lambda current: kind.stop_patch(current or self.jobs.get(key) or {})), f"suspend {key}"
         )
 
@@ -429,9 +486,32 @@ class KubeCluster:
 
     # -- the calls ----------------------------------------------------------------------------------------------
 
+    def involved(self, key: str) -> dict[str, str | None] | None:
+        """The object Events about a workload go on, when it is not the object its key names: a LeaderWorkerSet
+        group's set, a plain pod or the first pod of a pod group (None otherwise, and while none is known)."""
+        if not self.gated.owns(key):
+            return None
+        group = self.gated.groups.group(key)
+        if group is None:
+            return None
+        kind = self.gated.kind(key)
+        pods = sorted(group.pods, key=pod_name)
+        target = group.owner if group.owner is not None else (pods[0] if pods else None)
+        if target is None:
+            return None
+        metadata = target.get("metadata") or {}
+        noun: JobKind = kind if group.owner is not None else GATED_POD
+        return {
+            "apiVersion": noun.api_version,
+            "kind": noun.kind,
+            "namespace": group.namespace,
+            "name": str(metadata.get("name")),
+            "uid": metadata.get("uid"),
+        }
+
     def _kind(self, key: str) -> JobKind:
         name = split_key(key)[0]
-        kind = self.kinds.get(name)
+        kind = self.kinds.for_workload(name)
         if kind is None:
             raise KeyError(f"{key}: kind {name} is not enabled")
         return kind
@@ -444,7 +524,7 @@ class KubeCluster:
             self.patches += 1
         except NotFound:
             log.info("job_gone_before_patch", job=key)
-            self._deleted(key)
+            self.deleted(key)
 
     async def _admit(self, key: str, patch: Callable[[Obj | None], JSONPatch]) -> None:
         """The run patch; when the API server refuses it for good (the client has retried what can be retried),
@@ -457,9 +537,12 @@ class KubeCluster:
             log.error("admission_failed", job=key, status=status_of(exc), error=str(exc)[:300])
             if self.controller is not None and key in self.submitted:
                 self.controller.admission_failed(key, self.clock())
-                self._wake()
+                self.wake()
 
     async def _ask_by_annotation(self, key: str) -> None:
+        if self.gated.owns(key):
+            self.gated.ask_for_checkpoint(key)
+            return
         await self._patch(key, {"metadata": {"annotations": {CHECKPOINT_REQUESTED_AT: rfc3339(self.clock())}}})
 
     async def _post_checkpoint(self, key: str, url: str, deadline: int, reason: str) -> None:
@@ -481,7 +564,7 @@ class KubeCluster:
                         if checkpoint is not None and key in self.awaiting_ack and self.controller is not None:
                             self.awaiting_ack.pop(key)
                             self.controller.checkpoint_acked(key, str(checkpoint), self.clock())
-                            self._wake()
+                            self.wake()
                         elif checkpoint is None:
                             await self._ask_by_annotation(key)  # accepted; the id comes through the annotations
                         return

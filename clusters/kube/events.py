@@ -52,8 +52,11 @@ class EventRecorder:
         burst: int = PER_JOB_BURST,
         rate: float = PER_JOB_RATE,
         budget: TokenBucket | None = None,
+        involved_of: Callable[[str], Mapping[str, str | None] | None] | None = None,
     ) -> None:
         self.api = api
+        self.involved_of = involved_of
+        """The object a workload's Events go on when its key names none (a LeaderWorkerSet group, a pod group)."""
         self.budget = budget if budget is not None else TokenBucket(EVENTS_RATE, EVENTS_BURST)
         self.uid_of = uid_of
         self.instance = instance
@@ -71,6 +74,10 @@ class EventRecorder:
             bucket = self._buckets[workload] = TokenBucket(self.rate, self.burst)
         if not bucket.try_take() or not self.budget.try_take():
             self.dropped += 1
+            return
+        involved = self.involved_of(workload) if self.involved_of is not None else None
+        if involved is not None:
+            self.emit_on(involved, reason, message, at, warning=warning)
             return
         kind, namespace, name = split_key(workload)
         found = REGISTRY.get(kind)

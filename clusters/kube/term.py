@@ -2,8 +2,8 @@
 
 A new leader trusts nothing it remembers from an earlier term. It lists the objects that enabled kinds refer to
 (a TrainJob's training runtimes) first, so that what refers to them reads at once, then the objects of every
-enabled kind (running ones are submitted with their admission, so nothing is admitted twice; waiting ones are
-queued by creation time),
+enabled kind and the pods of the kinds held back pod by pod (running ones are submitted with their admission, so
+nothing is admitted twice; waiting ones are queued by creation time),
 closes in the ledger the usage of work that ended while nobody led, continues every workload's attempt count,
 reloads fair-share credits from the usage intervals, and only then starts the loop and the watches.
 """
@@ -21,7 +21,7 @@ from accounting import repository
 from accounting.ledger import Ledger
 from accounting.recovery import close_orphaned_intervals, last_activity
 from clusters.kube.api import KubeApi
-from clusters.kube.cluster import KubeCluster, epoch_ms, is_admitted_running, object_key
+from clusters.kube.cluster import PODS, KubeCluster, epoch_ms, is_admitted_running, object_key
 from clusters.kube.events import EventJournal, EventRecorder
 from queues.controller import BACKOFF_BASE_MS, Controller, Tracking
 from queues.journal import Journal, Journals, LogJournal
@@ -29,6 +29,7 @@ from queues.ledger_journal import LedgerJournal
 from queues.loop import ControllerLoop, LoopTimers, wall_clock_ms
 from quota.config import QuotaConfig
 from quota.credits import UsageInterval
+from workloads.gates import GATED_POD, GatedKind
 from workloads.kind import JobKind
 from workloads.registry import Registry, enabled_kinds
 
@@ -85,18 +86,31 @@ class LeaderTerm:
             cluster.reflectors[name].version = version
         listed: list[tuple[JobKind, list[dict[str, Any]], str]] = []
         for kind in cluster.kinds:
+            if kind.kind not in cluster.reflectors:
+                continue  # held back pod by pod with no object of its own (plain pods): in the pod list below
             items, version = await self.api.list_objects(kind)
             listed.append((kind, items, version))
-        running = {
+        pods: tuple[list[dict[str, Any]], str] | None = None
+        if PODS in cluster.reflectors:
+            pods = await self.api.list_objects(GATED_POD, label_selector=cluster.reflectors[PODS].label_selector)
+            # Filed before the controller exists (nothing is submitted yet), to know which run under an admission.
+            cluster.gated.pods_listed(pods[0])
+            for kind, items, _ in listed:
+                if isinstance(kind, GatedKind):
+                    cluster.gated.owners_listed(kind, items)
+        running: dict[str, object] = {
             object_key(kind, obj): obj for kind, items, _ in listed for obj in items if is_admitted_running(kind, obj)
         }
+        running.update(dict.fromkeys(cluster.gated.running()))
         attempts: dict[str, int] = {}
         journals: list[Journal] = [LogJournal()]
         if self.ledger is not None:
             attempts = await self._recover_ledger(listed, running, cluster)
             journals.append(LedgerJournal(self.ledger))
         if self.events:
-            recorder = self.recorder = EventRecorder(self.api, lambda key: _uid(cluster, key), instance=self.instance)
+            recorder = self.recorder = EventRecorder(
+                self.api, lambda key: _uid(cluster, key), instance=self.instance, involved_of=cluster.involved
+            )
             journals.append(EventJournal(recorder))
             cluster.not_queued = lambda key, reason: recorder.emit(key, "NotQueued", reason, self.clock(), warning=True)
         journals.extend(self.extra_journals)
@@ -119,6 +133,9 @@ class LeaderTerm:
         for kind, items, version in listed:
             cluster.reflectors[kind.kind].version = version
             cluster.on_list(kind, items)
+        if pods is not None:
+            cluster.reflectors[PODS].version = pods[1]
+            cluster.gated.pods_listed(pods[0])
         if self.ledger is not None:
             record_unknown_admissions(controller, running, set(cluster.admitted_at), attempts)
         for reflector in cluster.reflectors.values():

@@ -1,5 +1,6 @@
-"""List and watch every object of one kind, as client-go's reflector does; one reflector per enabled kind, and one
-per kind that enabled kinds read their pod sets from (a TrainJob's training runtimes).
+"""List and watch every object of one kind, as client-go's reflector does; one reflector per enabled kind, one
+per kind that enabled kinds read their pod sets from (a TrainJob's training runtimes), and one for the pods of the
+kinds held back pod by pod, selected by label.
 
 List once (paged) and hand the full set over, then watch from the list's resourceVersion with bookmarks so the
 version we resume from stays fresh. A watch that ends (server timeout, dropped stream) resumes from the last
@@ -39,9 +40,12 @@ class Reflector:
         timeout_s: int = 300,
         backoff_s: float = 0.1,
         backoff_max_s: float = 10.0,
+        label_selector: str | None = None,
     ) -> None:
         self.api = api
         self.kind = kind
+        self.label_selector = label_selector
+        """Only the objects it selects are listed and watched (pods: only those naming a queue)."""
         self.on_list = on_list
         self.on_event = on_event
         self.timeout_s = timeout_s
@@ -53,7 +57,7 @@ class Reflector:
         self.synced = asyncio.Event()
 
     async def list_once(self) -> None:
-        items, self.version = await self.api.list_objects(self.kind)
+        items, self.version = await self.api.list_objects(self.kind, label_selector=self.label_selector)
         self.lists += 1
         self.on_list(items)
         self.synced.set()
@@ -85,7 +89,7 @@ class Reflector:
     async def _watch(self, version: str) -> None:
         await self.api.bucket.take()
         self.watches += 1
-        response = await self.api.watch_objects(self.kind, version, self.timeout_s)
+        response = await self.api.watch_objects(self.kind, version, self.timeout_s, label_selector=self.label_selector)
         try:
             if response.status == 410:
                 raise WatchExpired(410, "")

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 import yaml
 
-from kuota.kind_manifests import widen_rbac, widen_webhooks
+from kuota.kind_manifests import POD_WEBHOOKS_NOTE, widen_rbac, widen_webhooks
 from workloads.registry import REGISTRY, UnknownKind
 
 
@@ -41,4 +41,6 @@ def manifests(
         typer.echo(f"error: cannot read {deploy}: {exc.strerror}; run from the repository or pass --deploy", err=True)
         raise typer.Exit(2) from exc
     documents = widen_rbac([d for d in rbac if d], enabled) + widen_webhooks([d for d in webhooks if d], enabled)
+    if enabled.gated:
+        typer.echo(POD_WEBHOOKS_NOTE, nl=False)
     typer.echo(yaml.safe_dump_all(documents, sort_keys=False), nl=False)

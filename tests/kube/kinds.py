@@ -40,6 +40,7 @@ CRD_FILES = {
     "TrainJob": "trainjob/trainer.kubeflow.org_trainjobs.yaml",
     "RayJob": "rayjob/ray.io_rayjobs.yaml",
     "RayCluster": "raycluster/ray.io_rayclusters.yaml",
+    "LeaderWorkerSet": "leaderworkerset/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
 }
 EXAMPLES = {
     "JobSet": "jobset/examples/paralleljobs.yaml",  # workers: 4 pods, driver: 1

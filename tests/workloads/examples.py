@@ -59,9 +59,11 @@ def _documents(path: Path) -> tuple[Any, ...]:
 
 
 def kind_of(doc: Any) -> JobKind | None:
-    """The registered kind of a parsed document, by its apiVersion and kind."""
+    """The registered kind of a parsed document, by its apiVersion and kind; None for a Pod, which has no pod
+    templates of its own to read: pods are read as the workloads they form (tests/workloads/test_pods.py)."""
     group, _, version = str(doc.get("apiVersion", "")).rpartition("/")
-    return REGISTRY.by_gvk(group, version, str(doc.get("kind", "")))
+    found = REGISTRY.by_gvk(group, version, str(doc.get("kind", "")))
+    return None if found is None or found.plural == "pods" else found
 
 
 def registered(path: Path) -> tuple[JobKind, Obj]:
@@ -244,3 +246,107 @@ def ends_with_remedy(message: str) -> bool:
         return False
     remedy = message.rsplit("; ", 1)[1]
     return remedy.split(" ", 1)[0] in REMEDY_VERBS
+
+
+# -- pods as their controllers create them ---------------------------------------------------------------------
+
+LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+
+
+def _as_api_server_writes(spec: Obj) -> Obj:
+    """A pod spec as the API server returns it: every quantity a string (`cpu: 125` reads back as "125")."""
+    out = copy.deepcopy(spec)
+    for container in (*out.get("containers", ()), *out.get("initContainers", ())):
+        for part in container.get("resources", {}).values():
+            for resource, value in part.items():
+                part[resource] = str(value)
+    return out
+
+
+def lws_pods(lws: Obj, group: int, gate: str | None = None, created: str = "2026-03-01T08:00:00Z") -> list[Obj]:
+    """The pods the LeaderWorkerSet controller creates for one group, labelled as it and LWS's pod webhook label
+    them (lws.sigs.k8s.io docs, "Labels, Annotations and Environment Variables", and pkg/webhooks/pod_webhook.go at
+    the commit in ../shared/data/crds/leaderworkerset/PROVENANCE.md): the leader `NAME-GROUP` from the leader
+    template (the worker template when there is none) owned by the leader StatefulSet `NAME`, the workers
+    `NAME-GROUP-INDEX` owned by the group's StatefulSet `NAME-GROUP`; `gate` is put on each as a scheduling gate."""
+    metadata, template = lws["metadata"], lws["spec"]["leaderWorkerTemplate"]
+    name, namespace, size = metadata["name"], metadata.get("namespace", NAMESPACE), template.get("size", 1)
+    leader_template = template.get("leaderTemplate") or template["workerTemplate"]
+    pods = []
+    for index in range(size):
+        source = leader_template if index == 0 else template["workerTemplate"]
+        pod_name = f"{name}-{group}" if index == 0 else f"{name}-{group}-{index}"
+        owner = name if index == 0 else f"{name}-{group}"
+        spec = _as_api_server_writes(source["spec"])
+        if gate is not None:
+            spec["schedulingGates"] = [{"name": gate}]
+        pods.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": pod_name,
+                    "namespace": namespace,
+                    "uid": f"uid-{pod_name}",
+                    "creationTimestamp": created,
+                    "labels": {
+                        **source.get("metadata", {}).get("labels", {}),
+                        LWS_NAME: name,
+                        LWS_GROUP_INDEX: str(group),
+                        LWS_WORKER_INDEX: str(index),
+                    },
+                    "annotations": {"leaderworkerset.sigs.k8s.io/size": str(size)},
+                    "ownerReferences": [
+                        {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": owner, "controller": True}
+                    ],
+                },
+                "spec": spec,
+                "status": {"phase": "Pending"},
+            }
+        )
+    return pods
+
+
+def kueue_pods(relative: str, namespace: str = NAMESPACE, gate: str | None = None) -> list[Obj]:
+    """The Pods of a Kueue sample manifest, named from their generateName, as the API server stores them."""
+    pods = []
+    for doc in _documents(MANIFESTS / relative):
+        if doc.get("kind") != "Pod":
+            continue
+        pod = copy.deepcopy(doc)
+        metadata = pod["metadata"]
+        metadata["name"] = metadata.pop("generateName", "pod-") + "x7k2p"
+        metadata.update(namespace=namespace, uid=f"uid-{metadata['name']}", creationTimestamp="2026-03-01T08:00:00Z")
+        pod["spec"] = _as_api_server_writes(pod["spec"])
+        if gate is not None:
+            pod["spec"]["schedulingGates"] = [{"name": gate}]
+        pod["status"] = {"phase": "Pending"}
+        pods.append(pod)
+    return pods
+
+
+def refused_update(old: Obj, new: Obj) -> list[str]:
+    """What kube-apiserver refuses in an update of the gated pod `old` to `new` (empty: it accepts it).
+
+    Pod Scheduling Readiness and KEP-3838 "Mutable Pod scheduling directives" (GA in Kubernetes 1.30;
+    ValidatePodUpdate): a gated pod's spec may change only by losing scheduling gates, gaining nodeSelector entries
+    (never changing one) and gaining tolerations (never losing one).
+    """
+    assert old["spec"].get("schedulingGates"), "the rules below are those of a gated pod"
+    refused = []
+    before, after = copy.deepcopy(old["spec"]), copy.deepcopy(new["spec"])
+    gates_before = [g["name"] for g in before.pop("schedulingGates", [])]
+    gates_after = [g["name"] for g in after.pop("schedulingGates", [])]
+    if [g for g in gates_before if g in gates_after] != gates_after:
+        refused.append("spec.schedulingGates: only removals")
+    selector_before, selector_after = before.pop("nodeSelector", {}) or {}, after.pop("nodeSelector", {}) or {}
+    if any(selector_after.get(k) != v for k, v in selector_before.items()):
+        refused.append("spec.nodeSelector: only additions")
+    tolerations_before, tolerations_after = before.pop("tolerations", []) or [], after.pop("tolerations", []) or []
+    if any(t not in tolerations_after for t in tolerations_before):
+        refused.append("spec.tolerations: only additions")
+    if before != after:
+        refused.append("spec: immutable fields changed")
+    return refused

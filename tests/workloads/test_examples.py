@@ -73,6 +73,13 @@ EXPECTED_CRD_EXAMPLES: dict[str, PodSets] = {
         ("head", 1, {"cpu": 1000, "memory": 2 * GI}),
         ("small-group", 1, {"cpu": 1000, "memory": GI}),
     ],
+    # One group of each LeaderWorkerSet: `main` (size pods) without a leader template, else a leader and size - 1
+    # workers; the vLLM pods ask for 8 GPUs, 125 CPUs, 1124Gi of memory (a limit) and 800Gi of ephemeral storage.
+    "leaderworkerset/examples/lws.yaml": [("main", 4, {"cpu": 50})],
+    "leaderworkerset/examples/vllm-GPU-lws.yaml": [
+        ("leader", 1, {"nvidia.com/gpu": 8000, "cpu": 125_000, "memory": 1124 * GI, "ephemeral-storage": 800 * GI}),
+        ("worker", 1, {"nvidia.com/gpu": 8000, "cpu": 125_000, "memory": 1124 * GI, "ephemeral-storage": 800 * GI}),
+    ],
     "raycluster/examples/ray-cluster.sample.yaml": [
         ("head", 1, {"cpu": 1000, "memory": 5 * GI}),
         ("workergroup", 1, {"cpu": 1000, "memory": GI}),
@@ -147,7 +154,7 @@ def test_every_sample_manifest_of_a_registered_kind_has_its_pod_sets_written_dow
 
 def test_every_registered_kind_but_job_has_a_crd_example() -> None:
     kinds = {kind.kind for _, doc in all_documents(crd_example_files()) if (kind := kind_of(doc)) is not None}
-    assert kinds == set(REGISTRY.names()) - {"Job"}
+    assert kinds == set(REGISTRY.names()) - {"Job", "Pod"}
 
 
 def test_the_examples_kuota_does_not_queue_are_the_kinds_it_has_no_module_for() -> None:
@@ -156,7 +163,6 @@ def test_the_examples_kuota_does_not_queue_are_the_kinds_it_has_no_module_for() 
         "AppWrapper",
         "ClusterTrainingRuntime",
         "ConfigMap",
-        "LeaderWorkerSet",
         "RayService",
         "Service",
         "TrainingRuntime",

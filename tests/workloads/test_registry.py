@@ -27,6 +27,8 @@ ORDER = (
     "TrainJob",
     "RayJob",
     "RayCluster",
+    "LeaderWorkerSet",
+    "Pod",
 )
 
 
@@ -76,8 +78,8 @@ def test_lookups_of_named_kinds() -> None:
         ("by_resource", ("ray.io", "v1alpha1", "rayjobs")),
         ("by_gvk", ("jobset.x-k8s.io", "v1alpha1", "JobSet")),
         ("by_gvk", ("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime")),  # what a TrainJob refers to
-        ("by_resource", ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")),
-        ("by_gvk", ("", "v1", "Pod")),
+        ("by_gvk", ("", "v1", "Pods")),
+        ("by_resource", ("", "v1", "statefulsets")),
     ],
 )
 def test_lookups_of_unknown_kinds_find_none(how: str, args: tuple[str, ...]) -> None:
@@ -108,8 +110,8 @@ def test_an_unknown_kind_is_refused_with_the_known_ones() -> None:
 
 
 def test_unknown_kinds_are_all_named() -> None:
-    with pytest.raises(UnknownKind, match=r"^unknown job kinds 'jobset', 'LeaderWorkerSet'; kuota queues: Job, "):
-        REGISTRY.enabled(["jobset", "LeaderWorkerSet"])
+    with pytest.raises(UnknownKind, match=r"^unknown job kinds 'jobset', 'Deployment'; kuota queues: Job, "):
+        REGISTRY.enabled(["jobset", "Deployment"])
 
 
 def test_enabled_kinds_defaults_to_job() -> None:
