@@ -377,7 +377,7 @@ async def rig_on(
 
 def _alice_may_use_the_kinds() -> dict[str, Any]:
     """What each operator's chart ships for its kinds: aggregated into the built-in `edit` role."""
-    kinds = [kind(k) for k in QUEUED if k != "Job"]
+    kinds = [kind(k) for k in QUEUED if kind(k).group not in ("", "batch")]  # `edit` has Jobs and Pods
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",

@@ -54,12 +54,13 @@ EXAMPLES = {
     "RayCluster": "raycluster/examples/ray-cluster.sample.yaml",  # head 1, workergroup 1
 }
 KINDS = tuple(EXAMPLES)
-#: Every kind the end-to-end rig queues: the suspend-switch kinds above and TrainJob, whose pod sets are its
-#: runtime's (tests/e2e/test_kinds_trainjob.py).
-QUEUED = ("Job", *KINDS, "TrainJob")
+#: Every kind the end-to-end rig queues: the suspend-switch kinds above, TrainJob, whose pod sets are its
+#: runtime's (tests/e2e/test_kinds_trainjob.py), and the kinds held pod by pod by a scheduling gate
+#: (tests/e2e/test_kinds_gated.py).
+QUEUED = ("Job", *KINDS, "TrainJob", "LeaderWorkerSet", "Pod")
 #: CRDs the rig installs: the kinds', and the training runtimes TrainJobs refer to.
 RIG_CRDS = (
-    *(CRD_FILES[k] for k in QUEUED if k != "Job"),
+    *(CRD_FILES[k] for k in QUEUED if k in CRD_FILES),
     "trainingruntime/trainer.kubeflow.org_trainingruntimes.yaml",
     "clustertrainingruntime/trainer.kubeflow.org_clustertrainingruntimes.yaml",
 )
