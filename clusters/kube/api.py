@@ -452,6 +452,18 @@ class KubeApi:
             self.coordination.replace_namespaced_lease(name, namespace, body, _preload_content=False)
         )
 
+    async def label_pod(self, namespace: str, name: str, labels: dict[str, str | None]) -> None:
+        """Set (or, with None, remove) labels on one pod: kuota marks its own pod as the leader's."""
+        await self.call(
+            f"label pod {namespace}/{name}",
+            lambda: self._json(
+                self.core.patch_namespaced_pod(
+                    name, namespace, {"metadata": {"labels": labels}}, _content_type=MERGE_PATCH, _preload_content=False
+                )
+            ),
+            attempts=3,
+        )
+
     async def get_config_map(self, namespace: str, name: str) -> Obj:
         return await self.call(
             "get configmap",

@@ -45,6 +45,8 @@ if TYPE_CHECKING:  # at run time imported only where `--cluster sim` uses it (_s
 log = structlog.get_logger("kuota.controller")
 
 CONFIG_POLL_S = 2.0
+#: On the leader's own pod while it leads; config/deploy's admin Service selects it.
+LEADER_LABEL = "kuota.dev/leader"
 CONFIG_MAP_KEYS = ("quota.yaml", "config.yaml")
 
 
@@ -151,6 +153,7 @@ class ControllerComponent:
             self._tasks.start(self._watch_config_map(), "kuota-config-map")
         elif self.options.config is not None:
             self._tasks.start(self._watch_config_file(self.options.config), "kuota-config-file")
+        await self._mark_leader(False)  # a restarted container's pod may still say it leads
         duration = self.options.lease_duration
         self.elector = LeaseElector(
             self.api,
@@ -240,6 +243,7 @@ class ControllerComponent:
                 self.runtime.controller, self.runtime.loop = term.controller, term.loop
                 self.runtime.leader = True
                 log.info("leading", identity=self.identity)
+                await self._mark_leader(True)
 
     def _give_up(self, reason: str) -> None:
         """The scheduling loop cannot go on: holding the Lease would stop admissions cluster-wide, so the process
@@ -263,6 +267,20 @@ class ControllerComponent:
                 await self.sim.stop()
                 self.sim = None
             self.runtime.controller, self.runtime.loop = None, None
+            await self._mark_leader(False)
+
+    async def _mark_leader(self, leading: bool) -> None:
+        """Label this replica's own pod `kuota.dev/leader=true` while it leads (and remove the label otherwise):
+        the admin Service selects that label, so operator actions, which only the leader can carry out, always
+        reach it. Best effort: outside a pod (no POD_NAME and POD_NAMESPACE) there is nothing to label, and a
+        failed patch is logged; the standby answers 503 for actions either way."""
+        name, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
+        if self.api is None or not name or not namespace:
+            return
+        try:
+            await self.api.label_pod(namespace, name, {LEADER_LABEL: "true" if leading else None})
+        except Exception as exc:
+            log.warning("leader_label_failed", pod=f"{namespace}/{name}", leading=leading, error=str(exc)[:300])
 
     # -- the quota file -----------------------------------------------------------------------------------------
 
