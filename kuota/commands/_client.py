@@ -18,7 +18,8 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 ServerOption = Annotated[
-    str | None, typer.Option("--server", envvar="KUOTA_SERVER", help="Admin API URL, e.g. http://kuota-admin.kuota-system:8080")
+    str | None,
+    typer.Option("--server", envvar="KUOTA_SERVER", help="Admin API URL, e.g. http://kuota-admin.kuota-system:8080"),
 ]
 TokenOption = Annotated[str | None, typer.Option("--token", envvar="KUOTA_TOKEN", help="Bearer token.")]
 InsecureOption = Annotated[bool, typer.Option("--insecure", help="Do not verify the server's TLS certificate.")]
