@@ -13,8 +13,11 @@ from workloads.problems import JobProblem, not_a
 from workloads.quantities import is_map
 
 
-def ray_templates(cluster: Any, base: Path, problems: list[JobProblem], noun: str) -> list[PodTemplate]:
-    """The head and worker-group templates of the Ray cluster spec at `base`."""
+def ray_templates(
+    cluster: Any, base: Path, problems: list[JobProblem], noun: str, reserved: tuple[str, ...] = ()
+) -> list[PodTemplate]:
+    """The head and worker-group templates of the Ray cluster spec at `base`. Pod sets are told apart by name, so
+    a worker group may not be called `head`, nor any of `reserved` (a RayJob's `submitter`), nor repeat a name."""
     if not is_map(cluster):
         problems.append(not_a("an object", dotted(base), noun))
         return []
@@ -39,8 +42,10 @@ def ray_templates(cluster: Any, base: Path, problems: list[JobProblem], noun: st
             problems.append(not_a("an object", dotted(group_base), noun))
             continue
         name = group.get("groupName")
-        if not isinstance(name, str) or not name or name == "head":
-            problems.append(not_a("a name other than head", dotted((*group_base, "groupName")), noun))
+        taken = {"head", *reserved, *(t.name for t in out)}
+        if not isinstance(name, str) or not name or name in taken:
+            others = ", ".join(sorted(taken))
+            problems.append(not_a(f"a name other than {others}", dotted((*group_base, "groupName")), noun))
             continue
         path = (*group_base, "template", "spec")
         pod = pod_spec_at(group, path, problems, noun)

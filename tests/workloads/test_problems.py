@@ -311,3 +311,33 @@ def test_min_parallelism_out_of_range_on_a_job_is_a_problem(value: str) -> None:
     )
     assert "from 1 to spec.parallelism (3)" in problem.message
     assert ends_with_remedy(problem.message)
+
+
+def test_ray_worker_groups_need_names_of_their_own() -> None:
+    """Pod sets are told apart by name: a second worker group of the same name, or one named `submitter` beside a
+    RayJob's submitter pod set, would merge two pod sets' placements; each is a problem at its groupName."""
+    kind, obj = crd_example("raycluster/examples/ray-cluster.sample.yaml")
+    twice = obj["spec"]["workerGroupSpecs"][0]
+    obj["spec"]["workerGroupSpecs"].append(dict(twice))
+    (problem,) = structure_problems(kind, obj)
+    assert problem.field == "spec.workerGroupSpecs[1].groupName"
+    assert f"a name other than head, {twice['groupName']}" in problem.message
+
+    rayjob = REGISTRY.get("RayJob")
+    assert rayjob is not None
+    job = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "r", "namespace": "ml"},
+        "spec": {
+            "rayClusterSpec": {
+                "headGroupSpec": {"template": {"spec": {"containers": [{"name": "h"}]}}},
+                "workerGroupSpecs": [{"groupName": "submitter", "template": {"spec": {"containers": [{"name": "w"}]}}}],
+            },
+            "submitterPodTemplate": {"spec": {"containers": [{"name": "s"}], "restartPolicy": "Never"}},
+        },
+    }
+    (clash,) = structure_problems(rayjob, job)
+    assert clash.field == "spec.rayClusterSpec.workerGroupSpecs[0].groupName" and "submitter" in clash.message
+    del job["spec"]["submitterPodTemplate"]  # without a submitter pod set the name is free
+    assert structure_problems(rayjob, job) == []

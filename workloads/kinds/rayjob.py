@@ -27,9 +27,10 @@ class RayJobKind(SuspendFieldKind):
     plural: ClassVar[str] = "rayjobs"
 
     def templates(self, spec: Mapping[str, Any], problems: list[JobProblem]) -> list[PodTemplate]:
-        out = ray_templates(spec.get("rayClusterSpec"), ("spec", "rayClusterSpec"), problems, self.noun)
         submitter = spec.get("submitterPodTemplate")
         mode = spec.get("submissionMode") or "K8sJobMode"
+        reserved = ("submitter",) if mode == "K8sJobMode" and submitter is not None else ()
+        out = ray_templates(spec.get("rayClusterSpec"), ("spec", "rayClusterSpec"), problems, self.noun, reserved)
         if mode == "K8sJobMode" and submitter is not None:
             # submitterPodTemplate is itself the pod template: its PodSpec is right below it.
             path = ("spec", "submitterPodTemplate", "spec")
