@@ -120,6 +120,11 @@ def _preferred(a: Outcome, b: Outcome, fungibility: FlavorFungibility) -> bool:
         return False
     if b.mode is Mode.NO_FIT:
         return True
+    # Under either preference a flavor with no possible victims ranks below every Fit, reclaim and preempt,
+    # whatever its borrowing level (semantics.md step 2): the oracle gives it the level it would need without
+    # victims, usually none at all, but the rule must not rest on that.
+    if (a.mode is Mode.NO_CANDIDATES) != (b.mode is Mode.NO_CANDIDATES):
+        return b.mode is Mode.NO_CANDIDATES
     if fungibility.preference is FungibilityPreference.PREEMPTION_OVER_BORROWING:
         if a.borrow != b.borrow:
             return a.borrow < b.borrow
