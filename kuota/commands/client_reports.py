@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from decimal import Decimal
 from typing import Annotated
 
 import typer
@@ -20,6 +22,7 @@ from kuota.commands._client import (
     output_json,
     table,
 )
+from kuota.commands._usage_output import FORMATS, UsageLine, write_usage
 
 
 def register(app: typer.Typer) -> None:
@@ -93,17 +96,13 @@ def report(
     insecure: InsecureOption = False,
     output: Annotated[str, typer.Option("-o", "--output", help="table, json or csv.")] = "table",
 ) -> None:
-    if output not in ("table", "json", "csv"):
-        fail(f"-o takes table, json or csv, not {output!r}")
+    if output not in FORMATS:
+        fail(f"-o takes {', '.join(FORMATS)}, not {output!r}")
     if by not in ("team", "flavor", "kind", "day"):
         fail(f"--by takes team, flavor, kind or day, not {by!r}")
-    query = {"from": from_, "to": to, "by": by, "resource": resource, "format": "csv" if output == "csv" else None}
-    data = call(server, token, "GET", "/api/v1/reports/usage", query, insecure=insecure, raw=output == "csv")
-    if output == "csv":
-        typer.echo(data, nl=False)
-    elif output == "json":
-        output_json(data)
-    else:
-        table(
-            f"usage by {by}", [by, "resource", "hours"], [[r["key"], r["resource"], r["hours"]] for r in data["rows"]]
-        )
+    query = {"from": from_, "to": to, "by": by, "resource": resource}
+    data = call(server, token, "GET", "/api/v1/reports/usage", query, insecure=insecure)
+    lines = [UsageLine(r["key"], r["resource"], Decimal(r["hours"]), Decimal(r["milli_seconds"])) for r in data["rows"]]
+    # Shown exactly as `kuota usage` shows what it reads from the ledger itself.
+    start, end = datetime.fromisoformat(data["start"]), datetime.fromisoformat(data["end"])
+    write_usage(lines, by=by, output=output, start=start, end=end, resource=resource)

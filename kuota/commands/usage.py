@@ -4,24 +4,19 @@ from the ledger, exact (intervals clipped to the period; running work counted up
 from __future__ import annotations
 
 import asyncio
-import csv
-import json
-import sys
 from datetime import UTC, datetime
-from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from accounting.database import create_engine
 from accounting.events import GPU_RESOURCE
 from accounting.reports import UsageRow, usage_report
+from kuota.commands._usage_output import UsageLine, write_usage
 from kuota.commands.migrate import DatabaseURLOption, database_url_or_exit, fail, shown
 
 HELP = (
@@ -75,12 +70,8 @@ def usage_command(
         no_schema = "no such table" in reason or ("relation" in reason and "does not exist" in reason)
         hint = " (run `kuota migrate` first)" if no_schema else ""
         fail(f"cannot read the ledger at {shown(url)}{hint}: {reason}", code=1)
-    if output is Output.csv:
-        _write_csv(rows, by)
-    elif output is Output.json:
-        typer.echo(json.dumps([_as_dict(row, by) for row in rows], indent=2))
-    else:
-        _print_table(rows, by, start, end, resource)
+    lines = [UsageLine(row.key, row.resource, row.hours, row.milli_seconds) for row in rows]
+    write_usage(lines, by=by.value, output=output.value, start=start, end=end, resource=resource)
 
 
 def parse_time(option: str, text: str) -> datetime:
@@ -97,37 +88,3 @@ async def _report(url: str, start: datetime, end: datetime, by: By, resource: st
         return await usage_report(engine, start, end, by=by.value, resource=resource)
     finally:
         await engine.dispose()
-
-
-def _plain(amount: Decimal) -> str:
-    """A decimal without exponent or trailing zeros: 3, 1.5, 0.000277777777778."""
-    text = format(amount, "f")
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-def _as_dict(row: UsageRow, by: By) -> dict[str, str]:
-    return {
-        by.value: row.key,
-        "resource": row.resource,
-        "hours": _plain(row.hours),
-        "milli_seconds": _plain(row.milli_seconds),
-    }
-
-
-def _write_csv(rows: list[UsageRow], by: By) -> None:
-    writer = csv.DictWriter(sys.stdout, fieldnames=[by.value, "resource", "hours", "milli_seconds"])
-    writer.writeheader()
-    writer.writerows(_as_dict(row, by) for row in rows)
-
-
-def _print_table(rows: list[UsageRow], by: By, start: datetime, end: datetime, resource: str | None) -> None:
-    unit = "GPU-hours" if resource == GPU_RESOURCE else "resource-hours"
-    table = Table(title=f"Usage {start.isoformat()} → {end.isoformat()}")
-    table.add_column(by.value.upper())
-    table.add_column("RESOURCE")
-    table.add_column(unit.upper(), justify="right")
-    for row in rows:
-        table.add_row(row.key, row.resource, f"{row.hours:.3f}")
-    if not rows:
-        table.caption = "no usage recorded in this period"
-    Console().print(table)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -75,3 +76,19 @@ def test_tables_fit_80_columns_and_wide_shows_every_column(server: Server) -> No
         assert "priority" not in narrow  # a column only -o wide shows
         wide = at(300, *command, "-o", "wide")
         assert "priority" in wide and "queue" in wide
+
+
+def test_report_through_the_api_and_usage_from_the_ledger_print_the_same(server: Server) -> None:
+    server.flush()
+    ledger = server.runtime.ledger
+    assert ledger is not None
+    # A period that ended: running work is counted up to the period's end, not up to each command's own now.
+    end = (datetime.now(UTC) - timedelta(seconds=1)).isoformat()
+    period = ["--from", "2000-01-01T00:00:00Z", "--to", end, "--by", "team"]
+    for output in ("json", "csv"):
+        code, through_api = kuota(server, "report", *period, "-o", output)
+        assert code == 0, through_api
+        direct = runner.invoke(app, ["usage", *period, "-o", output, "--database-url", ledger.url])
+        assert direct.exit_code == 0, direct.output
+        assert through_api == direct.output
+        assert "nlp" in through_api and "vision" in through_api
