@@ -3,6 +3,7 @@ query and the body, checks the caller's role, and produces the OpenAPI document.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,6 +105,10 @@ class Router:
             app.router.add_route(route.method, route.path, _handler(route))
 
 
+#: A body that stops coming would hold its handler and connection for good.
+BODY_TIMEOUT_S = 10.0
+
+
 def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def handle(request: web.Request) -> web.StreamResponse:
         principal = request.get(PRINCIPAL_KEY) or Principal("anonymous", "none")
@@ -114,7 +119,10 @@ def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.StreamRespon
         query = _validate(route.query, dict(request.query), "query") if route.query else None
         body = None
         if route.body is not None:
-            raw = await request.read()
+            try:
+                raw = await asyncio.wait_for(request.read(), BODY_TIMEOUT_S)
+            except TimeoutError:
+                raise ApiProblem(408, f"the request body did not arrive within {BODY_TIMEOUT_S:.0f} s") from None
             try:
                 body = route.body.model_validate_json(raw or b"{}")
             except ValidationError as exc:

@@ -20,11 +20,17 @@ class AdminStartError(Exception):
     """The admin component cannot start with the options given; the message says which and why."""
 
 
+#: A connection that sends nothing for this long (idle between requests, or stopped halfway through one) is closed,
+#: so that clients that open connections and go silent cannot pile them up (aiohttp's default keeps them 75 s).
+IDLE_TIMEOUT_S = 30.0
+
+
 class AdminComponent:
     def __init__(
         self, runtime: RuntimePort, tokens: TokenStore, host: str, port: int, tls: ssl.SSLContext | None = None
     ) -> None:
         self.host, self.port, self.tls = host, port, tls
+        self.idle_timeout = IDLE_TIMEOUT_S
         self.app = build_app(runtime, tokens, REGISTRY)
         self.tokens = tokens
         self._runner: web.AppRunner | None = None
@@ -35,7 +41,7 @@ class AdminComponent:
             # Probes and /metrics need no token, so the process is useful (and a Deployment healthy) without any;
             # the API itself answers 401 with this reason until a token file with tokens is there.
             log.warning("admin_api_locked", reason=locked)
-        self._runner = web.AppRunner(self.app, access_log=None)
+        self._runner = web.AppRunner(self.app, access_log=None, keepalive_timeout=self.idle_timeout)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls)
         try:

@@ -13,6 +13,7 @@ because with failurePolicy Fail an error and a denial block the same Job, but on
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -133,6 +134,10 @@ def _by_path(state: WebhookState) -> Resolve:
     return resolve
 
 
+#: kube-apiserver sends a review at once and waits at most 30 s (timeoutSeconds) for the answer.
+BODY_TIMEOUT_S = 10.0
+
+
 def _legacy(state: WebhookState) -> Resolve:
     return lambda _: JOB if JOB.kind in state.kinds else f"{JOB.api_version} {JOB.plural}"
 
@@ -148,7 +153,12 @@ def _review_handler(
         started = time.perf_counter()
         kind = resolve(request)
         try:
-            status, body = answer(endpoint, rule, state, await request.read(), kind)
+            try:
+                raw = await asyncio.wait_for(request.read(), BODY_TIMEOUT_S)
+            except TimeoutError:
+                # A body that stops coming would hold this handler (and its connection) for good.
+                return web.Response(status=408, text=f"the review's body did not arrive within {BODY_TIMEOUT_S:.0f} s")
+            status, body = answer(endpoint, rule, state, raw, kind)
             return web.Response(body=body, status=status, content_type="application/json")
         finally:
             if observe is not None:

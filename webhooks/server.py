@@ -17,6 +17,12 @@ log = structlog.get_logger("kuota.webhook")
 DEFAULT_PORT = 9443
 
 
+#: A connection that sends nothing for this long (idle between requests, or stopped halfway through one) is closed:
+#: kube-apiserver's webhook client reconnects at once, and a client that opens connections and goes silent cannot
+#: hold them (aiohttp's default keeps them 75 s).
+IDLE_TIMEOUT_S = 30.0
+
+
 class WebhookServer:
     """One listening socket serving `make_app(state)` (or `app`) over TLS.
 
@@ -33,6 +39,7 @@ class WebhookServer:
         app: web.Application | None = None,
         poll_interval: float = 2.0,
         shutdown_timeout: float = 10.0,
+        idle_timeout: float = IDLE_TIMEOUT_S,
     ) -> None:
         self.state = state
         self.tls = tls
@@ -41,11 +48,14 @@ class WebhookServer:
         self.app = app if app is not None else make_app(state)
         self.poll_interval = poll_interval
         self.shutdown_timeout = shutdown_timeout
+        self.idle_timeout = idle_timeout
         self._runner: web.AppRunner | None = None
         self._tasks = BackgroundTasks("webhook server")
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=self.shutdown_timeout)
+        self._runner = web.AppRunner(
+            self.app, access_log=None, shutdown_timeout=self.shutdown_timeout, keepalive_timeout=self.idle_timeout
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls.context)
         await site.start()

@@ -18,6 +18,7 @@ import trustme
 from aiohttp import web
 
 from quota.loader import load_config_file
+from webhooks import app as webhook_app
 from webhooks.app import MUTATE_PATH, VALIDATE_PATH, make_app
 from webhooks.server import WebhookServer
 from webhooks.state import WebhookState
@@ -259,3 +260,39 @@ async def test_stop_finishes_requests_in_flight(tmp_path: Path) -> None:
         assert state.ready is False
         with pytest.raises(aiohttp.ClientConnectionError):
             await fetch()
+
+
+async def test_silent_and_half_sent_connections_are_closed_after_the_idle_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(webhook_app, "BODY_TIMEOUT_S", 0.5)
+    ca = trustme.CA()
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    write_cert(ca, cert, key)
+    state = WebhookState.from_file(QUOTA_FILE)
+    server = WebhookServer(state, ReloadingTLS(cert, key), host="127.0.0.1", port=0, idle_timeout=0.5)
+    await server.start()
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    ca.configure_trust(context)
+    try:
+        silent = await asyncio.open_connection("127.0.0.1", server.port, ssl=context, server_hostname="127.0.0.1")
+        half = await asyncio.open_connection("127.0.0.1", server.port, ssl=context, server_hostname="127.0.0.1")
+        half[1].write(b"POST /mutate/batch/v1/jobs HTTP/1.1\r\nHost: kuota\r\n")  # headers never finished
+        await half[1].drain()
+        for what, (reader, writer) in (("silent", silent), ("half-sent", half)):
+            started = asyncio.get_running_loop().time()
+            rest = await asyncio.wait_for(reader.read(), 10)  # the server hangs up: end of stream
+            assert rest == b"", (what, rest)
+            assert asyncio.get_running_loop().time() - started < 5, what
+            writer.close()
+        # A body that stops halfway gets 408 instead of holding the handler.
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", server.port, ssl=context, server_hostname="127.0.0.1"
+        )
+        writer.write(b"POST /mutate/batch/v1/jobs HTTP/1.1\r\nHost: kuota\r\nContent-Length: 100\r\n\r\n{")
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), 5)
+        assert status_line.startswith(b"HTTP/1.1 408"), status_line
+        writer.close()
+    finally:
+        await server.stop()
