@@ -36,4 +36,6 @@ async def test_alias_bombs_to_validate_and_diff_do_not_stall_health_checks(tmp_p
     for answer in answers:
         assert answer["valid"] is False
         assert "more than 1,000,000 values" in str(answer["problems"])
-    assert health and max(health) < 0.5, f"/healthz took up to {max(health) * 1000:.0f} ms"
+    # Milliseconds when the machine is quiet; the bound leaves room for a loaded CI machine, far below the
+    # seconds the same flood held the loop for when the work ran on it.
+    assert health and max(health) < 1.0, f"/healthz took up to {max(health) * 1000:.0f} ms"
