@@ -314,6 +314,10 @@ class KubeCluster:
             return
         if self.progress(key, obj, status):
             self.suspended(key)
+        elif status.finished is None and is_admitted_running(kind, obj):
+            controller.pods_reported(key, kind.ready_pods(obj), self.clock())
+            if controller.dirty:
+                self.wake()
 
     def progress(self, key: str, obj: Obj, status: Status) -> bool:
         """What a submitted workload's object says now: it finished (the controller is told), it answered a
