@@ -311,13 +311,22 @@ class KubeCluster:
             workload = self._workload(kind, key, obj)
             if workload is not None:
                 self.submit(workload, obj)
+                if workload.admission is not None:
+                    self.report_ready(kind, key, obj)  # found running: its readiness now, not at its next change
             return
         if self.progress(key, obj, status):
             self.suspended(key)
-        elif status.finished is None and is_admitted_running(kind, obj):
-            controller.pods_reported(key, kind.ready_pods(obj), self.clock())
-            if controller.dirty:
-                self.wake()
+        elif status.finished is None:
+            self.report_ready(kind, key, obj)
+
+    def report_ready(self, kind: JobKind, key: str, obj: Obj) -> None:
+        """Tell the controller how many of an admitted, running object's pods are ready (gang readiness)."""
+        controller = self.controller
+        if controller is None or not is_admitted_running(kind, obj):
+            return
+        controller.pods_reported(key, kind.ready_pods(obj), self.clock())
+        if controller.dirty:
+            self.wake()
 
     def progress(self, key: str, obj: Obj, status: Status) -> bool:
         """What a submitted workload's object says now: it finished (the controller is told), it answered a

@@ -1,0 +1,69 @@
+"""The Kubernetes adapter tells the controller how many of an admitted Job's pods are ready, from each status it
+sees: also for a Job found already running when the controller starts (its readiness is known at once, not at its
+next change, so a ready gang is never timed out for want of a watch event)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from admission.labels import ADMITTED_FLAVOR
+from clusters.kube.cluster import KubeCluster
+from queues.controller import Controller
+from queues.journal import RecordingJournal
+from queues.loop import LoopTimers
+from quota.loader import load_config_text
+from workloads.kinds.job import JOB
+from workloads.registry import REGISTRY
+
+from ...workloads.examples import manifest, submitted
+
+CONFIG = load_config_text(
+    """
+flavors: [{name: default}]
+waitForPodsReady: {timeout: 1m, recoveryTimeout: 30s}
+teams:
+  - name: ml
+    queues: [ml/ml]
+    quotas: [{flavor: default, resources: {cpu: {nominal: 100}, memory: {nominal: 1Ti}}}]
+"""
+)
+
+
+def running_job(name: str, ready: int) -> dict[str, Any]:
+    """Kueue's sample Job (3 pods at once), admitted by kuota and running, with `ready` pods ready."""
+    obj = submitted(copy.deepcopy(manifest("kueue/jobs__sample-job.yaml")[1]))
+    obj["metadata"]["name"] = name
+    obj["metadata"].pop("generateName", None)
+    obj["metadata"].setdefault("annotations", {})[ADMITTED_FLAVOR] = "default"
+    obj["spec"]["suspend"] = False
+    obj["status"] = {"active": 3, "ready": ready}
+    return obj
+
+
+def rig() -> tuple[KubeCluster, Controller]:
+    now = 1_000_000
+    cluster = KubeCluster(object(), lambda: CONFIG, kinds=REGISTRY.enabled(["Job"]), clock=lambda: now)  # type: ignore[arg-type]
+    controller = Controller(CONFIG, cluster, LoopTimers(), RecordingJournal())
+    cluster.attach(controller, None)
+    return cluster, controller
+
+
+def test_a_job_found_running_reports_its_readiness_at_once() -> None:
+    cluster, controller = rig()
+    cluster.observe(JOB, running_job("ready", 3))
+    cluster.observe(JOB, running_job("starting", 1))
+    assert set(controller.manager.workloads) == {"Job/ml/ready", "Job/ml/starting"}
+    assert controller.not_ready == {"Job/ml/starting"}
+    assert controller.tracking["Job/ml/starting"].ready_deadline == 1_000_000 + 60_000
+
+
+def test_each_status_change_is_reported() -> None:
+    cluster, controller = rig()
+    cluster.observe(JOB, running_job("train", 1))
+    assert controller.not_ready == {"Job/ml/train"}
+    cluster.observe(JOB, running_job("train", 3))
+    assert not controller.not_ready
+    cluster.observe(JOB, running_job("train", 2))  # a pod failed: the recovery timeout runs
+    assert controller.not_ready == {"Job/ml/train"}
+    assert controller.tracking["Job/ml/train"].ready_deadline == 1_000_000 + 30_000
