@@ -104,9 +104,10 @@ class Controller:
         self.last_cycle: CycleResult | None = None
         self._due: list[tuple[int, int, str]] = []
         self.not_ready: set[str] = set()
-        self._serial: dict[str, str] = {}
-        self._serial_for: QuotaConfig | None = None
         """Admitted workloads whose team times readiness and whose pods are not all ready."""
+        self._serial: dict[str, str] = {}
+        """Teams under a blockAdmission block → their scope (the config `_serial_for` says)."""
+        self._serial_for: QuotaConfig | None = None
 
     @property
     def config(self) -> QuotaConfig:
