@@ -243,7 +243,15 @@ class Controller:
         self.manager.deactivated.add(name)
         self.manager.messages[name] = message
         self.journal.deactivated(workload, self.tracking[name].attempt, message, at)
+        self.cluster.mark_deactivated(workload, message)
         self.dirty = True
+
+    def found_deactivated(self, name: str, message: str) -> None:
+        """A pending workload whose object says kuota deactivated it before (this controller started since)."""
+        if self.manager.state.get(name) is not State.PENDING:
+            return
+        self.manager.deactivated.add(name)
+        self.manager.messages[name] = message
 
     def admission_failed(self, name: str, at: int) -> None:
         """The cluster refused to start an admitted workload (the run patch was forbidden or invalid): give its
@@ -268,7 +276,9 @@ class Controller:
             track.eligible_at = 0
             if deactivated:
                 track.ready_timeouts = 0
-                self.manager.messages.pop(name, None)
+        if deactivated:
+            self.manager.messages.pop(name, None)
+            self.cluster.mark_deactivated(self.manager.workloads[name], None)
         self.journal.released(self.manager.workloads[name], actor, at)
         self.dirty = True
 

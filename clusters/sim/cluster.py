@@ -96,6 +96,9 @@ class SimulatedCluster:
         job.generation += 1  # the pending FINISH of this run no longer counts
         self.sim.push(self.sim.now + job.grace_ms, Kind.SUSPENDED, workload.name, job.generation)
 
+    def mark_deactivated(self, workload: Workload, message: str | None) -> None:
+        return None  # the simulation ends with its controller
+
     def last_checkpoint_at(self, workload: Workload) -> int | None:
         job = self.sim.jobs.get(workload.name)
         if job is None or job.started_at is None or not job.checkpoint_interval_ms or job.started_at > self.sim.now:

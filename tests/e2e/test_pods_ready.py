@@ -1,8 +1,8 @@
 """Gang readiness on the real control plane: a Job whose pods can never be scheduled (a node selector no kwok node
 has) stays Pending, so the Job controller never reports its pods ready; kuota evicts it after the quota file's
 short `waitForPodsReady.timeout` (checkpoint asked, then suspended), requeues it with backoff, and deactivates it
-after `requeuingLimit` requeues: it stays suspended with a Deactivated Event and the reason in the admin read model,
-until an operator's release. A normal Job admitted beside it runs untouched."""
+after `requeuingLimit` requeues: it stays suspended with a Deactivated Event, the reason in the admin read model and
+kuota's mark on the Job, until an operator's release. A normal Job admitted beside it runs untouched."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import asyncio
 import pytest
 from sqlalchemy import text
 
+from admission.labels import DEACTIVATED
 from tests.e2e.conftest import Rig, eventually, running, suspended
 from tests.kube.manifests import complete
 
@@ -37,6 +38,9 @@ async def test_a_gang_that_never_gets_ready_is_evicted_requeued_and_deactivated(
     assert suspended(await rig.job("stuck"))
     assert controller.tracking[name].attempt == 2, "admitted twice: requeued once (the limit), then deactivated"
     assert "requeuingLimit 1" in controller.manager.messages[name]
+    # Marked on the Job, so that a controller that starts later keeps it out of the queue too.
+    marked = await eventually(lambda: _mark(rig, "stuck"), what="the deactivation marked on the Job")
+    assert marked == controller.manager.messages[name]
     # Events per Job are budgeted (10 at once): the first eviction's steps are told, and the deactivation always.
     await eventually(lambda: _told(rig, "stuck", "Deactivated"), what="the Deactivated Event")
     reasons = await rig.reasons("stuck")
@@ -61,6 +65,15 @@ async def test_a_gang_that_never_gets_ready_is_evicted_requeued_and_deactivated(
     runtime.release(name, "ops")
     await rig.wait_job("stuck", running, "admitted again after its release")
     assert controller.tracking[name].attempt == 3
+    await eventually(lambda: _unmarked(rig, "stuck"), what="the deactivation mark taken off")
+
+
+async def _mark(rig: Rig, job: str) -> str | None:
+    return (await rig.annotations(job)).get(DEACTIVATED)
+
+
+async def _unmarked(rig: Rig, job: str) -> bool:
+    return DEACTIVATED not in await rig.annotations(job)
 
 
 async def _told(rig: Rig, job: str, reason: str) -> bool:

@@ -358,3 +358,31 @@ def test_block_admission_never_admits_beside_a_gang_that_is_not_ready(
             assert sim.jobs[name].finished_at is not None
             if block:
                 assert (name, "PodsReadyTimeout") not in watch.reasons
+
+
+def test_the_deactivation_is_marked_on_the_cluster_and_taken_back_on_release() -> None:
+    c, cluster, journal = controller(config("waitForPodsReady: {timeout: 1m, requeuingLimit: 0}\n"))
+    c.submit(workload("a", "nlp", 8), 0)
+    c.schedule(0)
+    c.tick(60 * S)  # not ready: evicted, asked to checkpoint (20 s)
+    c.tick(80 * S)  # no answer: suspended
+    assert evicted(journal) == [("a", "PodsReadyTimeout")]
+    c.suspended("a", 81 * S)
+    assert "a" in c.manager.deactivated
+    assert cluster.deactivated == {"a": c.manager.messages["a"]}
+    c.release("a", "ops", 90 * S)
+    assert cluster.deactivated == {"a": None}
+    c.schedule(90 * S)
+    assert cluster.admitted == ["a", "a"]
+
+
+def test_a_workload_found_deactivated_stays_out_of_the_queue_until_released() -> None:
+    c, cluster, _ = controller(config("waitForPodsReady: {timeout: 1m}\n"))
+    c.submit(workload("a", "nlp", 8), 0)
+    c.found_deactivated("a", "deactivated: before the restart")
+    c.schedule(10)
+    assert not cluster.admitted
+    assert c.manager.messages["a"] == "deactivated: before the restart"
+    c.release("a", "ops", 20)
+    c.schedule(30)
+    assert cluster.admitted == ["a"]

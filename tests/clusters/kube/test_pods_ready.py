@@ -1,13 +1,14 @@
 """The Kubernetes adapter tells the controller how many of an admitted Job's pods are ready, from each status it
 sees: also for a Job found already running when the controller starts (its readiness is known at once, not at its
-next change, so a ready gang is never timed out for want of a watch event)."""
+next change, so a ready gang is never timed out for want of a watch event). A queued Job that carries kuota's
+deactivation mark stays out of the queue for a controller that starts later."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from admission.labels import ADMITTED_FLAVOR
+from admission.labels import ADMITTED_FLAVOR, DEACTIVATED
 from clusters.kube.cluster import KubeCluster
 from queues.controller import Controller
 from queues.journal import RecordingJournal
@@ -67,3 +68,18 @@ def test_each_status_change_is_reported() -> None:
     cluster.observe(JOB, running_job("train", 2))  # a pod failed: the recovery timeout runs
     assert controller.not_ready == {"Job/ml/train"}
     assert controller.tracking["Job/ml/train"].ready_deadline == 1_000_000 + 30_000
+
+
+def test_a_queued_job_marked_deactivated_stays_out_of_the_queue() -> None:
+    cluster, controller = rig()
+    marked = running_job("marked", 0)
+    marked["spec"]["suspend"] = True
+    marked["metadata"]["annotations"] = {DEACTIVATED: "deactivated: its pods were not all ready in time 2 times"}
+    plain = running_job("plain", 0)
+    plain["spec"]["suspend"] = True
+    plain["metadata"]["annotations"] = {}
+    cluster.observe(JOB, marked)
+    cluster.observe(JOB, plain)
+    assert controller.manager.deactivated == {"Job/ml/marked"}
+    assert controller.manager.messages["Job/ml/marked"].endswith("2 times")
+    assert [w.name for w in controller.manager.heads()] == ["Job/ml/plain"]
