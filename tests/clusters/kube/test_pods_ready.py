@@ -1,6 +1,7 @@
 """The Kubernetes adapter tells the controller how many of an admitted Job's pods are ready, from each status it
 sees: also for a Job found already running when the controller starts (its readiness is known at once, not at its
-next change, so a ready gang is never timed out for want of a watch event). A queued Job that carries kuota's
+next change, so a ready gang is never timed out for want of a watch event); a gated pod's from its Ready
+condition. A queued Job that carries kuota's
 deactivation mark stays out of the queue for a controller that starts later."""
 
 from __future__ import annotations
@@ -13,11 +14,15 @@ from clusters.kube.cluster import KubeCluster
 from queues.controller import Controller
 from queues.journal import RecordingJournal
 from queues.loop import LoopTimers
+from quota.config import QuotaConfig, WaitForPodsReady
 from quota.loader import load_config_text
 from workloads.kinds.job import JOB
 from workloads.registry import REGISTRY
 
 from ...workloads.examples import manifest, submitted
+from .test_gated import CONFIG as GATED_CONFIG
+from .test_gated import Rig as GatedRig
+from .test_gated import admitted_plain_pod
 
 CONFIG = load_config_text(
     """
@@ -83,3 +88,20 @@ def test_a_queued_job_marked_deactivated_stays_out_of_the_queue() -> None:
     assert controller.manager.deactivated == {"Job/ml/marked"}
     assert controller.manager.messages["Job/ml/marked"].endswith("2 times")
     assert [w.name for w in controller.manager.heads()] == ["Job/ml/plain"]
+
+
+async def test_a_gated_pods_readiness_comes_from_its_ready_condition() -> None:
+    gated = GatedRig()
+    gated.controller = Controller(gated_config(), gated.cluster, LoopTimers(), gated.journal, backoff_base_ms=60_000)
+    gated.cluster.attach(gated.controller, None)
+    key = await admitted_plain_pod(gated)
+    gated.cluster.gated.pod_event("MODIFIED", gated.server.pod("kueue-sleep-x7k2p"))
+    assert gated.controller.not_ready == {key}, "let go but not ready yet"
+    ready = copy.deepcopy(gated.server.pod("kueue-sleep-x7k2p"))
+    ready["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    gated.cluster.gated.pod_event("MODIFIED", ready)
+    assert not gated.controller.not_ready
+
+
+def gated_config() -> QuotaConfig:
+    return GATED_CONFIG.model_copy(update={"wait_for_pods_ready": WaitForPodsReady(timeout=60_000)})
