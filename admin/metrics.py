@@ -174,6 +174,9 @@ class MetricsJournal:
         self.m.evicted.labels(workload.team, self._reason.pop(workload.name, "Evicted")).inc()
         self._queued_at[workload.name] = at
 
+    def deactivated(self, workload: Workload, attempt: int, message: str, at: int) -> None:
+        self.m.evicted.labels(workload.team, self._reason.pop(workload.name, "Evicted")).inc()
+
     def held(self, workload: Workload, actor: str, at: int) -> None:
         self.m.operator_actions.labels("hold").inc()
 

@@ -91,7 +91,7 @@ class TreeView(ApiModel):
 # --- queues and workloads ----------------------------------------------------------------------------------------
 
 WorkloadState = Literal["pending", "admitted", "evicting", "finished"]
-PendingStatus = Literal["active", "inadmissible", "held", "backoff", "awaiting-victims"]
+PendingStatus = Literal["active", "inadmissible", "held", "deactivated", "backoff", "awaiting-victims"]
 
 
 class PodSetView(ApiModel):

@@ -109,6 +109,8 @@ def workload_view(
         reason = manager.messages.get(name) or None
         if status == "held":
             reason = "held by an operator"
+        elif status == "deactivated":
+            reason = manager.messages.get(name) or "deactivated"
         elif status == "backoff" and track is not None:
             reason = f"requeued after eviction; eligible again at {iso_time(track.eligible_at)}"
         elif status == "awaiting-victims":
@@ -154,6 +156,8 @@ def workload_view(
 def pending_status(manager: QueueManagerReader, name: str) -> str:
     if name in manager.held:
         return "held"
+    if name in manager.deactivated:
+        return "deactivated"
     if name in manager.awaiting:
         return "awaiting-victims"
     if name in manager.delayed:

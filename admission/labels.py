@@ -27,6 +27,9 @@ CHECKPOINT_ID: Final = "kuota.dev/checkpoint-id"
 RESUME_FROM: Final = "kuota.dev/resume-from"
 ADMITTED_FLAVOR: Final = "kuota.dev/admitted-flavor"
 WORKLOAD_ID: Final = "kuota.dev/workload-id"
+# Set by kuota on a workload it deactivated (gang readiness: its pods were not ready in time too often), with the
+# reason; it keeps the workload out of the queue across controller restarts until an operator releases it.
+DEACTIVATED: Final = "kuota.dev/deactivated"
 
 # Plain pods run as one gang when they share a group name and say how many pods the group has (Kueue's spellings
 # are accepted too, as for the queue).
@@ -44,4 +47,4 @@ POD_SET: Final = "kuota.dev/pod-set"
 MANAGED_NAMESPACE_LABEL: Final = "kuota.dev/managed"
 
 #: Annotations nobody but kuota may set or change: they are what makes a Job count as admitted.
-KUOTA_OWNED_ANNOTATIONS: Final = (ADMITTED_FLAVOR, WORKLOAD_ID, RESUME_FROM, CHECKPOINT_REQUESTED_AT)
+KUOTA_OWNED_ANNOTATIONS: Final = (ADMITTED_FLAVOR, WORKLOAD_ID, RESUME_FROM, CHECKPOINT_REQUESTED_AT, DEACTIVATED)

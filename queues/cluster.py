@@ -31,6 +31,11 @@ class Cluster(Protocol):
     def suspend(self, workload: Workload) -> None:
         """Stop the workload (spec.suspend: true); the cluster reports `suspended` once its pods are gone."""
 
+    def mark_deactivated(self, workload: Workload, message: str | None) -> None:
+        """Record on the workload's object that it is deactivated (with why), or no longer (None), so that a
+        controller that starts later keeps it out of the queue; a cluster that does not outlive its controller
+        need not."""
+
     def last_checkpoint_at(self, workload: Workload) -> int | None:
         """When the workload last checkpointed on its own, if the cluster knows (bounds the work lost)."""
         ...

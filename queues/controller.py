@@ -9,6 +9,14 @@ request a checkpoint (URL hook or annotation handshake, the Cluster's business) 
 priority class's checkpointTimeout → suspend → once the pods are gone, requeue keeping the creation time, with
 exponential backoff → on readmission pass the last checkpoint id as resume-from. The victim keeps its quota the
 whole time, so what it frees is never handed out twice.
+
+Gang readiness (the quota file's `waitForPodsReady`, Kueue's waitForPodsReady): an admitted workload whose team
+has a readiness block must report all its admitted pods ready within `timeout` (and again within
+`recoveryTimeout` once it was ready and lost a pod), or it is evicted exactly as a victim is, with the reason
+`PodsReadyTimeout`, and requeued with backoff from the block's `backoffBase`; the timeout after `requeuingLimit`
+such requeues deactivates it instead: it leaves the queue until an operator releases it. `blockAdmission` keeps
+every other head of the block's scope (the team for a team's block, every team without one for the file's block)
+out of the cycle while an admitted workload of that scope is not ready.
 """
 
 from __future__ import annotations
@@ -32,6 +40,8 @@ from quota.tree import FlavorResource
 CREDIT_REFRESH_MS = 300_000
 _DEADLINE = 0
 _ELIGIBLE = 1
+_READY = 2
+PODS_READY_TIMEOUT = PreemptionReason.PODS_READY_TIMEOUT
 BACKOFF_BASE_MS = 10_000
 BACKOFF_MAX_MS = 600_000
 
@@ -59,6 +69,12 @@ class Tracking:
     evictions: int = 0
     eviction: Eviction | None = None
     eligible_at: int = 0
+    ready: bool = True
+    """All admitted pods ready (always, for a workload whose team does not time readiness)."""
+    ready_deadline: int | None = None
+    """When the gang must be ready by, while it is not (None: not timed)."""
+    ready_timeouts: int = 0
+    """Evictions for not getting ready in time since it was last (re)activated."""
 
 
 class Controller:
@@ -87,6 +103,11 @@ class Controller:
         self._factors_at: int | None = None
         self.last_cycle: CycleResult | None = None
         self._due: list[tuple[int, int, str]] = []
+        self.not_ready: set[str] = set()
+        """Admitted workloads whose team times readiness and whose pods are not all ready."""
+        self._serial: dict[str, str] = {}
+        """Teams under a blockAdmission block → their scope (the config `_serial_for` says)."""
+        self._serial_for: QuotaConfig | None = None
 
     @property
     def config(self) -> QuotaConfig:
@@ -105,6 +126,8 @@ class Controller:
             track.attempt = max(track.attempt, 1)
             track.admitted_at = workload.admission.admitted_at
             self.credits.open(workload.name, workload.team, _by_resource(self.manager.usage[workload.name]), at)
+            if not workload.evicting:
+                self._await_ready(workload, at, first=True)
         else:
             self.journal.queued(workload, len(self.manager.queues[workload.team]), at)
         self.dirty = True
@@ -121,6 +144,7 @@ class Controller:
             self.journal.finished(workload, track.attempt, succeeded, at)
         self.manager.forget(name)
         self.tracking.pop(name, None)
+        self.not_ready.discard(name)
         self.dirty = True
 
     def job_deleted(self, name: str, at: int) -> None:
@@ -153,16 +177,81 @@ class Controller:
             return
         track = self.tracking.setdefault(name, Tracking())
         self.credits.close(name, at)
+        self.not_ready.discard(name)
+        track.ready, track.ready_deadline = True, None
+        for_readiness = track.eviction is not None and track.eviction.reason == PODS_READY_TIMEOUT
         requeued = self.manager.complete_eviction(name)
         track.eviction = None
         track.evictions += 1
-        delay = min(self.backoff_max_ms, self.backoff_base_ms * 2 ** (track.evictions - 1))
+        settings, _ = self.config.pods_ready_settings(requeued.team)
+        if for_readiness and settings is not None:
+            if settings.requeuing_limit is not None and track.ready_timeouts > settings.requeuing_limit:
+                self._deactivate(requeued, settings.requeuing_limit, at)
+                return
+            base = settings.backoff_base if settings.backoff_base is not None else self.backoff_base_ms
+            delay = min(self.backoff_max_ms, base * 2 ** (track.ready_timeouts - 1))
+        else:
+            delay = min(self.backoff_max_ms, self.backoff_base_ms * 2 ** (track.evictions - 1))
         track.eligible_at = at + delay
         if delay > 0:
             self.manager.delayed.add(name)
             self._remind(track.eligible_at, _ELIGIBLE, name)
         self.journal.requeued(requeued, track.attempt, track.eligible_at, at)
         self.dirty = True
+
+    def pods_reported(self, name: str, ready: int | None, at: int) -> None:
+        """The cluster says how many of an admitted workload's pods are ready (None: its kind does not say, which
+        counts as ready: kuota never evicts for what it cannot see)."""
+        track = self.tracking.get(name)
+        workload = self.manager.workloads.get(name)
+        if track is None or workload is None or workload.admission is None:
+            return
+        if self.manager.state.get(name) is not State.ADMITTED:
+            return
+        settings, _ = self.config.pods_ready_settings(workload.team)
+        if settings is None:
+            return
+        now_ready = ready is None or ready >= sum(workload.admission.counts.values())
+        if now_ready == track.ready:
+            return
+        if now_ready:
+            track.ready, track.ready_deadline = True, None
+            self.not_ready.discard(name)
+            self.dirty = settings.block_admission or self.dirty
+        else:
+            self._await_ready(workload, at, first=False)
+
+    def _await_ready(self, workload: Workload, at: int, *, first: bool) -> None:
+        """Start timing an admitted workload's readiness: from admission (`first`), or after it lost a ready pod."""
+        settings, _ = self.config.pods_ready_settings(workload.team)
+        if settings is None:
+            return
+        track = self.tracking.setdefault(workload.name, Tracking())
+        track.ready = False
+        self.not_ready.add(workload.name)
+        limit = settings.timeout if first else settings.recovery_timeout
+        track.ready_deadline = None if limit is None else at + limit
+        if track.ready_deadline is not None:
+            self._remind(track.ready_deadline, _READY, workload.name)
+
+    def _deactivate(self, workload: Workload, limit: int, at: int) -> None:
+        name = workload.name
+        message = (
+            f"deactivated: its pods were not all ready in time {limit + 1} times (requeuingLimit {limit}); "
+            "an operator's release (or recreating it) puts it back in the queue"
+        )
+        self.manager.deactivated.add(name)
+        self.manager.messages[name] = message
+        self.journal.deactivated(workload, self.tracking[name].attempt, message, at)
+        self.cluster.mark_deactivated(workload, message)
+        self.dirty = True
+
+    def found_deactivated(self, name: str, message: str) -> None:
+        """A pending workload whose object says kuota deactivated it before (this controller started since)."""
+        if self.manager.state.get(name) is not State.PENDING:
+            return
+        self.manager.deactivated.add(name)
+        self.manager.messages[name] = message
 
     def admission_failed(self, name: str, at: int) -> None:
         """The cluster refused to start an admitted workload (the run patch was forbidden or invalid): give its
@@ -179,11 +268,17 @@ class Controller:
         self.journal.held(self.manager.workloads[name], actor, at)
 
     def release(self, name: str, actor: str, at: int) -> None:
+        deactivated = name in self.manager.deactivated
         self.manager.release(name)
         self.manager.delayed.discard(name)
         track = self.tracking.get(name)
         if track is not None:
             track.eligible_at = 0
+            if deactivated:
+                track.ready_timeouts = 0
+        if deactivated:
+            self.manager.messages.pop(name, None)
+            self.cluster.mark_deactivated(self.manager.workloads[name], None)
         self.journal.released(self.manager.workloads[name], actor, at)
         self.dirty = True
 
@@ -220,6 +315,19 @@ class Controller:
                 self.manager.delayed.discard(name)
                 track.eligible_at = 0
                 self.dirty = True
+            elif kind == _READY and track.ready_deadline is not None and now >= track.ready_deadline:
+                self._ready_timed_out(name, now)
+
+    def _ready_timed_out(self, name: str, now: int) -> None:
+        """The gang was not ready by its deadline: evict it like a victim (checkpoint first), for PodsReadyTimeout."""
+        track = self.tracking[name]
+        track.ready_deadline = None
+        if self.manager.state.get(name) is not State.ADMITTED or track.eviction is not None:
+            return
+        track.ready_timeouts += 1
+        victim = self.manager.evict(name)
+        self._start_eviction(victim, None, PODS_READY_TIMEOUT, now)
+        self.dirty = True
 
     def next_due(self) -> int | None:
         """When `tick` next has something to do (None: nothing is waiting)."""
@@ -234,9 +342,10 @@ class Controller:
         if not self.dirty or self.paused:
             return None
         self.dirty = False
+        self.manager.gated = self._readiness_gates() if self.not_ready else {}
         factors = self._fair_share_factors(now)
         clock = time.perf_counter()
-        result = self.manager.schedule(now, factors)
+        result = self.manager.schedule(now, factors, self._serial_scopes())
         elapsed = time.perf_counter() - clock
         self.last_cycle = result
         admitted = preempting = 0
@@ -263,6 +372,34 @@ class Controller:
             self.dirty = True
         return result
 
+    def _readiness_gates(self) -> dict[str, str]:
+        """Teams whose heads wait because an admitted workload in their blockAdmission scope is not ready."""
+        waiting: dict[str | None, str] = {}
+        for name in sorted(self.not_ready):
+            settings, scope = self.config.pods_ready_settings(self.manager.workloads[name].team)
+            if settings is not None and settings.block_admission:
+                waiting.setdefault(scope, name)
+        gates = {}
+        for team in self.config.teams:
+            settings, scope = self.config.pods_ready_settings(team.name)
+            if settings is not None and settings.block_admission and scope in waiting:
+                gates[team.name] = (
+                    f"admission blocked (blockAdmission): admitted workload {waiting[scope]} does not have all its "
+                    "pods ready yet"
+                )
+        return gates
+
+    def _serial_scopes(self) -> dict[str, str]:
+        """Teams under a blockAdmission block, by scope: each scope admits one workload per cycle."""
+        if self._serial_for is not self.config:
+            self._serial_for = self.config
+            self._serial = {}
+            for team in self.config.teams:
+                settings, scope = self.config.pods_ready_settings(team.name)
+                if settings is not None and settings.block_admission:
+                    self._serial[team.name] = scope if scope is not None else ""
+        return self._serial
+
     def credit_report(self, now: int) -> dict[str, object]:
         return dict(self.credits.credits(now))
 
@@ -284,6 +421,7 @@ class Controller:
         usage = self.manager.usage[workload.name]
         self.credits.open(workload.name, workload.team, _by_resource(usage), now)
         self.journal.admitted(workload, track.attempt, usage, self.borrowed(workload.team, usage), now)
+        self._await_ready(workload, now, first=True)
         self.cluster.admit(workload, admission.flavors, admission.counts, track.resume_from)
 
     def borrowed(self, team: str, usage: Mapping[FlavorResource, int]) -> dict[FlavorResource, int]:
@@ -300,6 +438,9 @@ class Controller:
         self, victim: Workload, preemptor: str | None, reason: PreemptionReason | str, now: int
     ) -> None:
         track = self.tracking.setdefault(victim.name, Tracking())
+        if victim.name in self.not_ready:
+            self.not_ready.discard(victim.name)  # leaving: it no longer holds anyone's admission back
+            self.dirty = True
         timeout = self._checkpoint_timeout(victim)
         eviction = Eviction(preemptor, reason, now, now + timeout)
         track.eviction = eviction

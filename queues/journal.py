@@ -53,6 +53,9 @@ class Journal(Protocol):
 
     def requeued(self, workload: Workload, attempt: int, eligible_at: int, at: int) -> None: ...
 
+    def deactivated(self, workload: Workload, attempt: int, message: str, at: int) -> None:
+        """Evicted and kept out of the queue (its gang was not ready in time too often)."""
+
     def held(self, workload: Workload, actor: str, at: int) -> None: ...
 
     def released(self, workload: Workload, actor: str, at: int) -> None: ...
@@ -104,6 +107,9 @@ class NullJournal:
         return None
 
     def requeued(self, workload: Workload, attempt: int, eligible_at: int, at: int) -> None:
+        return None
+
+    def deactivated(self, workload: Workload, attempt: int, message: str, at: int) -> None:
         return None
 
     def held(self, workload: Workload, actor: str, at: int) -> None:
@@ -185,6 +191,10 @@ class Journals:
         for journal in self.journals:
             journal.requeued(workload, attempt, eligible_at, at)
 
+    def deactivated(self, workload: Workload, attempt: int, message: str, at: int) -> None:
+        for journal in self.journals:
+            journal.deactivated(workload, attempt, message, at)
+
     def held(self, workload: Workload, actor: str, at: int) -> None:
         for journal in self.journals:
             journal.held(workload, actor, at)
@@ -256,6 +266,9 @@ class RecordingJournal:
 
     def requeued(self, workload: Workload, attempt: int, eligible_at: int, at: int) -> None:
         self._record("requeued", workload, attempt, eligible_at, at)
+
+    def deactivated(self, workload: Workload, attempt: int, message: str, at: int) -> None:
+        self._record("deactivated", workload, attempt, message, at)
 
     def held(self, workload: Workload, actor: str, at: int) -> None:
         self._record("held", workload, actor, at)

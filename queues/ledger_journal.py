@@ -132,6 +132,10 @@ class LedgerJournal:
         self.ledger.record(ev.Evicted(workload_id=workload.name, attempt=attempt, at=self._at(at), reason=reason))
         self.ledger.record(ev.Requeued(workload_id=workload.name, attempt=attempt, at=self._at(at)))
 
+    def deactivated(self, workload: Workload, attempt: int, message: str, at: int) -> None:
+        reason = self._evicted_reason.pop(workload.name, "Evicted")
+        self.ledger.record(ev.Evicted(workload_id=workload.name, attempt=attempt, at=self._at(at), reason=reason))
+
     def held(self, workload: Workload, actor: str, at: int) -> None:
         self.ledger.record(ev.Held(workload_id=workload.name, at=self._at(at), actor=actor))
 

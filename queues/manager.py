@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from fractions import Fraction
 
-from admission.cycle import CycleResult, Verdict, run_cycle
+from admission.cycle import CycleResult, Decision, Verdict, run_cycle
 from admission.running import RunningWorkloads
 from admission.snapshot import Snapshot
 from admission.workload import Admission, Workload
@@ -60,6 +60,10 @@ class QueueManager:
         """StrictFIFO team → the head that could not fit; not retried until capacity in its cohort changes."""
         self.delayed: set[str] = set()
         """Requeued after eviction and backing off: not a head until the controller lets it go."""
+        self.deactivated: set[str] = set()
+        """Evicted too often for not getting its pods ready: out of the queue until an operator releases it."""
+        self.gated: dict[str, str] = {}
+        """Team → why none of its heads may be admitted now (gang readiness's blockAdmission)."""
         self.messages: dict[str, str] = {}
         self.preemptions: dict[str, Preemption] = {}
         """Last preemption issued per victim (who asked it to leave and why)."""
@@ -119,17 +123,27 @@ class QueueManager:
     def heads(self) -> list[Workload]:
         heads = []
         skip = self.held | self.delayed | self.awaiting.keys() if (self.delayed or self.awaiting) else self.held
+        if self.deactivated:
+            skip = skip | self.deactivated
         for team, queue in self.queues.items():
             head = queue.head(skip)
-            if head is not None and self.blocked.get(team) != head.name:
-                heads.append(head)
+            if head is None or self.blocked.get(team) == head.name:
+                continue
+            gate = self.gated.get(team)
+            if gate is not None:
+                self.messages[head.name] = gate
+                continue
+            heads.append(head)
         return heads
 
     def snapshot(self, factors: Mapping[str, Fraction] | None = None) -> Snapshot:
         return Snapshot.of_running(self.config, self.live, self.running_by_team, self.usage, factors)
 
-    def schedule(self, now: int, factors: Mapping[str, Fraction] | None = None) -> CycleResult:
-        """Run one cycle over the current heads and apply its decisions at time `now`."""
+    def schedule(
+        self, now: int, factors: Mapping[str, Fraction] | None = None, serial: Mapping[str, str] | None = None
+    ) -> CycleResult:
+        """Run one cycle over the current heads and apply its decisions at time `now`. `serial` maps teams to
+        scopes that admit at most one workload per cycle (gang readiness's blockAdmission)."""
         heads = self.heads()
         if heads:
             # The cycle runs on the live tree: what it charges is taken back, and `apply` charges what stays.
@@ -142,6 +156,8 @@ class QueueManager:
                 snapshot.release()
         else:
             result = CycleResult()
+        if serial:
+            _one_admission_per_scope(result, serial)
         self.apply(result, now)
         return result
 
@@ -237,6 +253,7 @@ class QueueManager:
         self.queues[workload.team].remove(name)
         self.held.discard(name)
         self.delayed.discard(name)
+        self.deactivated.discard(name)
         self.messages.pop(name, None)
         if state in (State.ADMITTED, State.EVICTING):
             self._capacity_changed(workload.team)
@@ -250,6 +267,7 @@ class QueueManager:
     def release(self, name: str) -> None:
         self.get(name)
         self.held.discard(name)
+        self.deactivated.discard(name)
         team = self.workloads[name].team
         self.blocked.pop(team, None)
         queue = self.queues[team]
@@ -319,3 +337,35 @@ class QueueManager:
                 per_queue[workload.queue] = per_queue.get(workload.queue, 0) + 1
                 out[workload.name] = (index, per_queue[workload.queue])
         return out
+
+
+SERIAL_MESSAGE = (
+    "waiting (blockAdmission): another workload of its scope was admitted in this cycle and must get its pods "
+    "ready first"
+)
+
+
+def _one_admission_per_scope(result: CycleResult, serial: Mapping[str, str]) -> None:
+    """Keep the first admission per serial scope, in the cycle's order; later admissions in that scope wait. Every
+    later decision other than an admission was judged with the withdrawn admission charged, so it waits too
+    (retried next cycle) and its victims are spared; later admissions elsewhere stand: less usage only helps them."""
+    admitted: set[str] = set()
+    withdrawn = False
+    kept: list[Decision] = []
+    for decision in result.decisions:
+        scope = serial.get(decision.workload.team)
+        if decision.verdict is Verdict.ADMITTED:
+            if scope is None or scope not in admitted:
+                if scope is not None:
+                    admitted.add(scope)
+                kept.append(decision)
+                continue
+            withdrawn = True
+        elif not withdrawn:
+            kept.append(decision)
+            continue
+        kept.append(Decision(decision.workload, Verdict.SKIPPED, message=SERIAL_MESSAGE))
+    if withdrawn:
+        waiting = {d.workload.name for d in kept if d.verdict is Verdict.SKIPPED and d.message == SERIAL_MESSAGE}
+        result.evictions = [e for e in result.evictions if e.preemptor.name not in waiting]
+    result.decisions = kept

@@ -53,6 +53,9 @@ class QueueManagerReader(Protocol):
     def delayed(self) -> AbstractSet[str]: ...
 
     @property
+    def deactivated(self) -> AbstractSet[str]: ...
+
+    @property
     def messages(self) -> Mapping[str, str]: ...
 
     @property

@@ -240,11 +240,43 @@ class Cohort(_QuotaHolder):
     pass
 
 
+class WaitForPodsReady(_Model):
+    """Gang readiness (Kueue's waitForPodsReady): an admitted workload's pods must all be ready within `timeout`,
+    and again within `recovery_timeout` after losing readiness, or it is evicted and requeued with backoff;
+    after `requeuing_limit` requeues for that reason it is deactivated. With `block_admission`, nothing else in
+    the block's scope is admitted while an admitted workload there is not ready yet."""
+
+    timeout: DurationMs
+    requeuing_limit: int | None = Field(default=None, ge=0)
+    """Requeues after a readiness timeout before the workload is deactivated; None: no limit."""
+    recovery_timeout: DurationMs | None = None
+    """How long a gang that was ready may stay not ready; None: no limit."""
+    block_admission: bool = False
+    backoff_base: DurationMs | None = None
+    """The first requeue wait after a readiness timeout (doubling per such requeue); None: the controller's."""
+
+    @field_validator("timeout", "recovery_timeout", "backoff_base")
+    @classmethod
+    def _positive(cls, value: int | None) -> int | None:
+        if value is not None and value <= 0:
+            raise ValueError("must be longer than 0")
+        return value
+
+    @field_validator("requeuing_limit", mode="before")
+    @classmethod
+    def _whole(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{value!r} is not a whole number of requeues")
+        return value
+
+
 class Team(_QuotaHolder):
     queues: tuple[str, ...] = ()
     queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
     preemption: Preemption = Field(default_factory=Preemption)
     flavor_fungibility: FlavorFungibility = Field(default_factory=FlavorFungibility)
+    wait_for_pods_ready: WaitForPodsReady | None = None
+    """This team's gang readiness; overrides the file's `waitForPodsReady` for the team's workloads."""
 
 
 class Namespace(_Model):
@@ -264,6 +296,8 @@ class QuotaConfig(_Model):
     cohorts: tuple[Cohort, ...] = ()
     teams: tuple[Team, ...] = ()
     namespaces: tuple[Namespace, ...] = ()
+    wait_for_pods_ready: WaitForPodsReady | None = None
+    """Gang readiness for every team without its own block; None: admitted workloads are never timed."""
     job_kinds: tuple[str, ...] | None = None
     """The kinds of job kuota queues, by kind name (`Job`, `JobSet`, `PyTorchJob`...); None: `Job` only. Which
     names exist is the job framework's to say: `kuota validate` and `kuota serve` check them against it."""
@@ -303,6 +337,14 @@ class QuotaConfig(_Model):
 
     def priority_class(self, name: str) -> PriorityClass | None:
         return next((pc for pc in self.priority_classes if pc.name == name), None)
+
+    def pods_ready_settings(self, team: str) -> tuple[WaitForPodsReady | None, str | None]:
+        """The gang-readiness block that applies to `team`, and its scope: the team's name when the team has its
+        own block, None when the file's global block applies (or when there is none)."""
+        found = next((t for t in self.teams if t.name == team), None)
+        if found is not None and found.wait_for_pods_ready is not None:
+            return found.wait_for_pods_ready, team
+        return self.wait_for_pods_ready, None
 
     def team_for_queue(self, queue: str) -> Team | None:
         return next((t for t in self.teams if queue in t.queues), None)

@@ -16,3 +16,5 @@ class PreemptionReason(StrEnum):
     COHORT_FAIR_SHARING = "CohortFairSharing"
     MANUAL = "Manual"
     """An operator's preempt (the controller passes "Manual by ACTOR"; the ledger records this value)."""
+    PODS_READY_TIMEOUT = "PodsReadyTimeout"
+    """Not a preemption for someone: its pods were not all ready in time (the quota file's waitForPodsReady)."""

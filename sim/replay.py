@@ -111,7 +111,10 @@ class ReplayResult:
 
 
 def sim_jobs(
-    config: QuotaConfig, trace: Sequence[TraceJob], hook_delay_ms: int | None = DEFAULT_HOOK_DELAY_MS
+    config: QuotaConfig,
+    trace: Sequence[TraceJob],
+    hook_delay_ms: int | None = DEFAULT_HOOK_DELAY_MS,
+    start_delay_ms: int = 0,
 ) -> list[SimJob]:
     """One workload per trace job: a gang of `pods` identical pods (one pod set, admitted whole), each asking for its
     share of the job's totals and only for resources its team's quota manages.
@@ -121,6 +124,9 @@ def sim_jobs(
 
     A Job keeps the trace job's name; a job of any other kind is named `KIND/NAMESPACE/NAME`, as in a cluster, with
     the namespace of its team's first queue (the team's name when it has none), so the ledger records its kind.
+
+    Every job's pods are ready `start_delay_ms` after each admission (what the quota file's waitForPodsReady
+    times), and its work starts then.
     """
     teams = {t.name: t for t in config.teams}
     classes = {p.name: p for p in config.priority_classes}
@@ -145,7 +151,16 @@ def sim_jobs(
         )
         # A job that checkpoints periodically can also checkpoint when asked; one that never does, cannot.
         delay = hook_delay_ms if job.checkpoint_interval_ms else None
-        out.append(SimJob(workload, job.submit_ms, job.duration_ms, job.checkpoint_interval_ms, delay))
+        out.append(
+            SimJob(
+                workload,
+                job.submit_ms,
+                job.duration_ms,
+                job.checkpoint_interval_ms,
+                delay,
+                start_delay_ms=start_delay_ms,
+            )
+        )
     return out
 
 
@@ -172,6 +187,7 @@ async def replay_streaming(
     journal: Journal,
     flush: Callable[[], Awaitable[None]],
     hook_delay_ms: int | None = DEFAULT_HOOK_DELAY_MS,
+    start_delay_ms: int = 0,
     on_progress: Callable[[int, int], None] | None = None,
     instants: int = 2_000,
 ) -> ReplayResult:
@@ -180,7 +196,10 @@ async def replay_streaming(
     started = time.perf_counter()
     kinds = KindStats()
     simulation = Simulation(
-        config, sim_jobs(config, trace, hook_delay_ms), Journals(kinds, journal), on_progress=on_progress
+        config,
+        sim_jobs(config, trace, hook_delay_ms, start_delay_ms),
+        Journals(kinds, journal),
+        on_progress=on_progress,
     )
     kinds.measured = simulation.stats.measured
     while simulation.step(instants):
@@ -195,12 +214,14 @@ def replay(
     *,
     journal: Journal | None = None,
     hook_delay_ms: int | None = DEFAULT_HOOK_DELAY_MS,
+    start_delay_ms: int = 0,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> ReplayResult:
     started = time.perf_counter()
     kinds = KindStats()
     journals = Journals(kinds, journal) if journal is not None else kinds
-    simulation = Simulation(config, sim_jobs(config, trace, hook_delay_ms), journals, on_progress=on_progress)
+    jobs = sim_jobs(config, trace, hook_delay_ms, start_delay_ms)
+    simulation = Simulation(config, jobs, journals, on_progress=on_progress)
     kinds.measured = simulation.stats.measured
     stats = simulation.run()
     return ReplayResult(stats, time.perf_counter() - started, simulation, kinds)

@@ -22,7 +22,18 @@ from datetime import datetime
 from typing import Any, ClassVar, NamedTuple
 
 from admission.labels import SCHEDULING_GATE
-from workloads.kind import JobKind, JSONPatch, Path, Placement, PodTemplate, Status, dotted, parse_time, pointer
+from workloads.kind import (
+    JobKind,
+    JSONPatch,
+    Path,
+    Placement,
+    PodTemplate,
+    Status,
+    condition_true,
+    dotted,
+    parse_time,
+    pointer,
+)
 from workloads.problems import JobProblem, not_a
 from workloads.quantities import is_map, mapping
 
@@ -103,6 +114,18 @@ def holds_resources(pod: Mapping[str, Any]) -> bool:
     """Past kuota's gate and not finished: it runs, or may be bound to a node at any moment (also while being
     deleted, until it is gone)."""
     return not is_gated(pod) and not is_terminal(pod)
+
+
+def group_ready_pods(group: Group) -> int:
+    """Pods of a gated workload that are past kuota's gate and ready (their Ready condition) or done, for gang
+    readiness: a gated kind has no status of its own that counts them."""
+    return sum(
+        1
+        for pod in group.pods
+        if not is_gated(pod)
+        and not is_deleting(pod)
+        and (phase(pod) == "Succeeded" or condition_true(pod, "Ready") is not None)
+    )
 
 
 def pod_name(pod: Mapping[str, Any]) -> str:

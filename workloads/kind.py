@@ -190,6 +190,11 @@ class JobKind(ABC):
     def status(self, obj: Mapping[str, Any]) -> Status:
         """Finished or not, and stopped or not, from the object's status."""
 
+    def ready_pods(self, obj: Mapping[str, Any]) -> int | None:
+        """How many of a running object's pods are ready (or already done) as its status reports them, for gang
+        readiness (waitForPodsReady); None when the kind's status does not say, which kuota takes as ready."""
+        return None
+
     def pod_labels_patch(self, obj: Mapping[str, Any], labels: Mapping[str, str]) -> JSONPatch:
         """Ops that copy kuota's labels as the mutating webhook leaves them on the object (queue, priority class)
         to where the kind's pods take their labels from. None for a kind held back as a whole object; a kind
@@ -304,6 +309,11 @@ def condition_time(obj: Mapping[str, Any], *types: str) -> datetime | None:
         if condition.get("status") == "True" and condition.get("type") in types:
             return parse_time(condition.get("lastTransitionTime"))
     return None
+
+
+def count_of(value: object) -> int:
+    """A non-negative count from a status field (0 when absent or not a whole number)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def parse_time(raw: object) -> datetime | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from workloads.kind import Path, PodTemplate, SuspendFieldKind, dotted, pod_spec_at, whole_number
+from workloads.kind import Path, PodTemplate, SuspendFieldKind, count_of, dotted, pod_spec_at, whole_number
 from workloads.problems import JobProblem, not_a
 from workloads.quantities import is_map, mapping
 
@@ -45,3 +45,8 @@ class ReplicaSpecsKind(SuspendFieldKind):
     def active_pods(self, obj: Mapping[str, Any]) -> int:
         statuses = mapping(mapping(obj.get("status")).get("replicaStatuses"))
         return sum(s.get("active", 0) for s in statuses.values() if is_map(s) and isinstance(s.get("active", 0), int))
+
+    def ready_pods(self, obj: Mapping[str, Any]) -> int:
+        # As Kueue reads these operators: pods active (running) or succeeded, per replica type.
+        statuses = mapping(mapping(obj.get("status")).get("replicaStatuses"))
+        return sum(count_of(s.get("active")) + count_of(s.get("succeeded")) for s in statuses.values() if is_map(s))

@@ -43,6 +43,7 @@ from admission.labels import (
     CHECKPOINT_ID,
     CHECKPOINT_REQUESTED_AT,
     CHECKPOINT_URL,
+    DEACTIVATED,
     QUEUE_LABEL,
 )
 from admission.workload import Admission, Workload
@@ -311,9 +312,24 @@ class KubeCluster:
             workload = self._workload(kind, key, obj)
             if workload is not None:
                 self.submit(workload, obj)
+                if workload.admission is not None:
+                    self.report_ready(kind, key, obj)  # found running: its readiness now, not at its next change
+                elif DEACTIVATED in job_annotations(obj):
+                    controller.found_deactivated(key, str(job_annotations(obj)[DEACTIVATED]))
             return
         if self.progress(key, obj, status):
             self.suspended(key)
+        elif status.finished is None:
+            self.report_ready(kind, key, obj)
+
+    def report_ready(self, kind: JobKind, key: str, obj: Obj) -> None:
+        """Tell the controller how many of an admitted, running object's pods are ready (gang readiness)."""
+        controller = self.controller
+        if controller is None or not is_admitted_running(kind, obj):
+            return
+        controller.pods_reported(key, kind.ready_pods(obj), self.clock())
+        if controller.dirty:
+            self.wake()
 
     def progress(self, key: str, obj: Obj, status: Status) -> bool:
         """What a submitted workload's object says now: it finished (the controller is told), it answered a
@@ -479,6 +495,12 @@ class KubeCluster:
         self.spawn(
             self._patch(key, lambda current: kind.stop_patch(current or self.jobs.get(key) or {})), f"suspend {key}"
         )
+
+    def mark_deactivated(self, workload: Workload, message: str | None) -> None:
+        key = workload.name
+        if self.gated.owns(key):
+            return  # no object of its own to carry the mark (its kind never reports readiness either)
+        self.spawn(self._patch(key, {"metadata": {"annotations": {DEACTIVATED: message}}}), f"deactivation {key}")
 
     def last_checkpoint_at(self, workload: Workload) -> int | None:
         stamp = parse_time(job_annotations(self.jobs.get(workload.name) or {}).get(CHECKPOINT_COMPLETED_AT))

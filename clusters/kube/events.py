@@ -67,12 +67,15 @@ class EventRecorder:
         self.sent = 0
         self.dropped = 0
 
-    def emit(self, workload: str, reason: str, message: str, at: int, *, warning: bool = False) -> None:
-        """An Event on the workload's object (`KIND/NAMESPACE/NAME`); returns at once."""
+    def emit(
+        self, workload: str, reason: str, message: str, at: int, *, warning: bool = False, essential: bool = False
+    ) -> None:
+        """An Event on the workload's object (`KIND/NAMESPACE/NAME`); returns at once. An `essential` one (the last
+        word on a workload that leaves the queue) is not held to the workload's own budget, only to the global one."""
         bucket = self._buckets.get(workload)
         if bucket is None:
             bucket = self._buckets[workload] = TokenBucket(self.rate, self.burst)
-        if not bucket.try_take() or not self.budget.try_take():
+        if (not bucket.try_take() and not essential) or not self.budget.try_take():
             self.dropped += 1
             return
         involved = self.involved_of(workload) if self.involved_of is not None else None
@@ -179,6 +182,10 @@ class EventJournal:
     def preemption_issued(
         self, victim: Workload, attempt: int, preemptor: str | None, reason: PreemptionReason | str, at: int
     ) -> None:
+        if reason == PreemptionReason.PODS_READY_TIMEOUT:
+            message = "Evicted (PodsReadyTimeout): its pods were not all ready in time"
+            self.recorder.emit(victim.name, "Evicted", message, at, warning=True)
+            return
         by = f"by {preemptor}" if preemptor else "by hand"
         self.recorder.emit(victim.name, "Preempted", f"Preempted {by} ({reason})", at, warning=True)
 
@@ -210,6 +217,10 @@ class EventJournal:
     def requeued(self, workload: Workload, attempt: int, eligible_at: int, at: int) -> None:
         wait = max(0, eligible_at - at) // 1000
         self.recorder.emit(workload.name, "Requeued", f"Requeued keeping its place; eligible again in {wait}s", at)
+
+    def deactivated(self, workload: Workload, attempt: int, message: str, at: int) -> None:
+        message = message[0].upper() + message[1:]
+        self.recorder.emit(workload.name, "Deactivated", message, at, warning=True, essential=True)
 
     def held(self, workload: Workload, actor: str, at: int) -> None:
         self.recorder.emit(workload.name, "Held", f"Held by {actor}", at)

@@ -41,6 +41,7 @@ from workloads.gates import (
     GATED_POD,
     GatedKind,
     Group,
+    group_ready_pods,
     holds_resources,
     is_deleting,
     is_gated,
@@ -155,6 +156,8 @@ class GatedWorkloads:
             if workload is not None:
                 cluster.submit(workload, view)
                 self._let_go(key, kind, group)
+                if workload.admission is not None:  # found running: its readiness now, not at its next change
+                    controller.pods_reported(key, group_ready_pods(group), cluster.clock())
             return
         stopped = cluster.progress(key, view, status)
         if status.finished is not None:
@@ -165,6 +168,10 @@ class GatedWorkloads:
             self._ended(key, False)  # nobody creates its pods again
         else:
             self._let_go(key, kind, group)
+            if key in self.admitted:
+                controller.pods_reported(key, group_ready_pods(group), cluster.clock())
+                if controller.dirty:
+                    cluster.wake()
 
     def _ended(self, key: str, succeeded: bool) -> None:
         self.admitted.pop(key, None)

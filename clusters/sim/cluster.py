@@ -37,6 +37,9 @@ class SimJob:
     """Present: the request goes through the URL hook (an unreachable URL is a hook that never answers)."""
     grace_ms: int = 0
     """Pod termination grace after suspend."""
+    start_delay_ms: int | None = 0
+    """From admission until all its pods are running and ready (gang readiness); None: they never are, and the
+    job never runs."""
     progress_ms: int = 0
     started_at: int | None = None
     generation: int = 0
@@ -51,7 +54,8 @@ class Kind(IntEnum):
     SUSPENDED = 1
     ACK = 2
     SUBMIT = 3
-    TICK = 4
+    READY = 4
+    TICK = 5
 
 
 class SimulatedCluster:
@@ -69,10 +73,14 @@ class SimulatedCluster:
     ) -> None:
         job = self.sim.jobs[workload.name]
         job.generation += 1
-        job.started_at = self.sim.now
         job.resumed_from.append(resume_from)
+        if job.start_delay_ms is None:
+            job.started_at = None  # its pods never get ready: it runs nothing
+            return
+        job.started_at = self.sim.now + job.start_delay_ms
+        self.sim.push(job.started_at, Kind.READY, workload.name, job.generation)
         remaining = max(0, job.duration_ms - job.progress_ms)
-        self.sim.push(self.sim.now + remaining, Kind.FINISH, workload.name, job.generation)
+        self.sim.push(job.started_at + remaining, Kind.FINISH, workload.name, job.generation)
 
     def request_checkpoint(self, workload: Workload, deadline: int, reason: str, preemptor: str | None) -> str:
         job = self.sim.jobs[workload.name]
@@ -82,15 +90,18 @@ class SimulatedCluster:
 
     def suspend(self, workload: Workload) -> None:
         job = self.sim.jobs[workload.name]
-        if job.started_at is not None:
+        if job.started_at is not None and job.started_at <= self.sim.now:
             job.progress_ms = self.saved_progress(job, self.sim.now)
         job.started_at = None
         job.generation += 1  # the pending FINISH of this run no longer counts
         self.sim.push(self.sim.now + job.grace_ms, Kind.SUSPENDED, workload.name, job.generation)
 
+    def mark_deactivated(self, workload: Workload, message: str | None) -> None:
+        return None  # the simulation ends with its controller
+
     def last_checkpoint_at(self, workload: Workload) -> int | None:
         job = self.sim.jobs.get(workload.name)
-        if job is None or job.started_at is None or not job.checkpoint_interval_ms:
+        if job is None or job.started_at is None or not job.checkpoint_interval_ms or job.started_at > self.sim.now:
             return None
         ran = self.sim.now - job.started_at
         return job.started_at + ran // job.checkpoint_interval_ms * job.checkpoint_interval_ms
@@ -211,6 +222,8 @@ class Simulation:
             controller.checkpoint_acked(name, f"{name}@{job.checkpoints}", self.now)
         elif kind is Kind.SUSPENDED and job is not None and generation == job.generation:
             controller.suspended(name, self.now)
+        elif kind is Kind.READY and job is not None and generation == job.generation:
+            controller.pods_reported(name, None, self.now)
         # TICK needs nothing here: the loop ticks the controller after every instant.
 
 

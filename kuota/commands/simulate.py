@@ -37,6 +37,14 @@ def simulate(
     hook_delay: Annotated[
         float, typer.Option("--hook-delay", min=0, help="Seconds a checkpointing job takes to answer a request.")
     ] = 10.0,
+    start_delay: Annotated[
+        str,
+        typer.Option(
+            "--start-delay",
+            help="How long after each admission a job's pods are all ready, as a duration (30s, 2m): what the "
+            "quota file's waitForPodsReady times.",
+        ),
+    ] = "0",
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
     wide: Annotated[
         bool, typer.Option("--wide", help="Every column of the summary (it fits 80 columns without).")
@@ -50,9 +58,15 @@ def simulate(
 ) -> None:
     """Replay a trace with kuota's real queue manager, engine and controller on a virtual clock; print per-team
     figures (jobs, GPU-hours, waits, share of capacity, borrowing, preemptions, lost GPU-seconds, credits)."""
+    from quota.duration import DurationError, parse_duration_ms
     from quota.loader import ConfigError, load_config_file
     from sim.traces import TraceError, default_mapping, load_mapping, read_trace_detailed
 
+    try:
+        start_delay_ms = parse_duration_ms(start_delay)
+    except DurationError as exc:
+        sys.stderr.write(f"error: --start-delay: {exc}\n")
+        raise typer.Exit(2) from None
     try:
         quota = load_config_file(config)
         chosen = load_mapping(mapping) if mapping is not None else default_mapping(fmt.value, quota)
@@ -66,9 +80,11 @@ def simulate(
     sys.stderr.write(f"{trace}: {read.summary()}\n")
 
     if database_url is not None:
-        result = _run_with_ledger(quota, read.jobs, database_url, int(hook_delay * 1000), progress and not as_json)
+        result = _run_with_ledger(
+            quota, read.jobs, database_url, int(hook_delay * 1000), start_delay_ms, progress and not as_json
+        )
     else:
-        result = _run(quota, read.jobs, int(hook_delay * 1000), None, progress and not as_json)
+        result = _run(quota, read.jobs, int(hook_delay * 1000), start_delay_ms, None, progress and not as_json)
     summary = result.summary()
     if report is not None:
         path = _write_report(result, report, trace.name)
@@ -79,11 +95,18 @@ def simulate(
         _print_summary(summary, wide=wide)
 
 
-def _run(quota: Any, jobs: Any, hook_delay_ms: int, journal: Any, show_progress: bool) -> Any:
+def _run(quota: Any, jobs: Any, hook_delay_ms: int, start_delay_ms: int, journal: Any, show_progress: bool) -> Any:
     from sim.replay import replay
 
     with _progress(len(jobs), show_progress) as on_progress:
-        return replay(quota, jobs, journal=journal, hook_delay_ms=hook_delay_ms, on_progress=on_progress)
+        return replay(
+            quota,
+            jobs,
+            journal=journal,
+            hook_delay_ms=hook_delay_ms,
+            start_delay_ms=start_delay_ms,
+            on_progress=on_progress,
+        )
 
 
 @contextlib.contextmanager
@@ -100,7 +123,9 @@ def _progress(total: int, show: bool) -> Iterator[Callable[[int, int], None] | N
         yield lambda done, _total: bar.update(task, completed=done)
 
 
-def _run_with_ledger(quota: Any, jobs: Any, url: str, hook_delay_ms: int, show_progress: bool) -> Any:
+def _run_with_ledger(
+    quota: Any, jobs: Any, url: str, hook_delay_ms: int, start_delay_ms: int, show_progress: bool
+) -> Any:
     import asyncio
     from datetime import UTC, datetime
 
@@ -127,7 +152,7 @@ def _run_with_ledger(quota: Any, jobs: Any, url: str, hook_delay_ms: int, show_p
             with _progress(len(jobs), show_progress) as on_progress:
                 result = await replay_streaming(
                     quota, jobs, journal=journal, flush=ledger.flush, hook_delay_ms=hook_delay_ms,
-                    on_progress=on_progress,
+                    start_delay_ms=start_delay_ms, on_progress=on_progress,
                 )  # fmt: skip
         finally:
             await ledger.close()

@@ -50,6 +50,8 @@ class RealTimeSimCluster:
             controller.checkpoint_acked(name, f"sim-{now}", now)
         elif what == "suspended":
             controller.suspended(name, now)
+        elif what == "ready":
+            controller.pods_reported(name, None, now)
         if self.loop is not None:
             self.loop.wake()
 
@@ -63,6 +65,8 @@ class RealTimeSimCluster:
         self._later(
             workload.name, self.runtimes.get(workload.name, 30.0), lambda: self._tell(workload.name, "finished")
         )
+        # Its pods are ready at once (gang readiness has nothing to time here).
+        asyncio.get_running_loop().call_soon(self._tell, workload.name, "ready")
 
     def request_checkpoint(self, workload: Workload, deadline: int, reason: str, preemptor: str | None) -> str:
         self._later(workload.name, CHECKPOINT_ANSWER_S, lambda: self._tell(workload.name, "acked"))
@@ -70,6 +74,9 @@ class RealTimeSimCluster:
 
     def suspend(self, workload: Workload) -> None:
         self._later(workload.name, 0.1, lambda: self._tell(workload.name, "suspended"))
+
+    def mark_deactivated(self, workload: Workload, message: str | None) -> None:
+        return None  # nothing outlives this process
 
     def last_checkpoint_at(self, workload: Workload) -> int | None:
         return None

@@ -59,6 +59,7 @@ class StubCluster:
     def __init__(self) -> None:
         self.admitted: list[str] = []
         self.checkpoints: list[str] = []
+        self.deactivated: dict[str, str | None] = {}
 
     def admit(
         self,
@@ -75,6 +76,9 @@ class StubCluster:
 
     def suspend(self, workload: Workload) -> None:
         return None
+
+    def mark_deactivated(self, workload: Workload, message: str | None) -> None:
+        self.deactivated[workload.name] = message
 
     def last_checkpoint_at(self, workload: Workload) -> int | None:
         return None

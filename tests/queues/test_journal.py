@@ -21,6 +21,7 @@ STEPS: list[tuple[str, tuple[object, ...]]] = [
     ("checkpoint_timed_out", (WORKLOAD, 1, 8)),
     ("suspended", (WORKLOAD, 1, 2500, 9)),
     ("requeued", (WORKLOAD, 1, 20, 10)),
+    ("deactivated", (WORKLOAD, 1, "deactivated: not ready in time", 10)),
     ("held", (WORKLOAD, "root", 11)),
     ("released", (WORKLOAD, "root", 12)),
     ("config_applied", ("teams: []", "file", 13)),

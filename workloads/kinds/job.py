@@ -9,7 +9,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from workloads.kind import PodTemplate, Status, SuspendFieldKind, condition_time, parse_time, pod_spec_at, whole_number
+from workloads.kind import (
+    PodTemplate,
+    Status,
+    SuspendFieldKind,
+    condition_time,
+    count_of,
+    parse_time,
+    pod_spec_at,
+    whole_number,
+)
 from workloads.problems import JobProblem
 from workloads.quantities import mapping
 
@@ -54,6 +63,11 @@ class JobKindBatch(SuspendFieldKind):
     def active_pods(self, obj: Mapping[str, Any]) -> int:
         active = mapping(obj.get("status")).get("active")
         return active if isinstance(active, int) else 0
+
+    def ready_pods(self, obj: Mapping[str, Any]) -> int:
+        # As Kueue counts a Job's readiness: pods ready now plus pods that already succeeded.
+        status = mapping(obj.get("status"))
+        return count_of(status.get("ready")) + count_of(status.get("succeeded"))
 
 
 JOB = JobKindBatch()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from workloads.kind import PodTemplate, SuspendFieldKind, dotted, pod_spec_at, whole_number
+from workloads.kind import PodTemplate, SuspendFieldKind, count_of, dotted, pod_spec_at, whole_number
 from workloads.problems import JobProblem, not_a
 from workloads.quantities import is_map, mapping
 
@@ -67,6 +67,26 @@ class JobSetKind(SuspendFieldKind):
         if not isinstance(statuses, list):
             return 0
         return sum(s.get("active", 0) for s in statuses if is_map(s) and isinstance(s.get("active", 0), int))
+
+    def ready_pods(self, obj: Mapping[str, Any]) -> int:
+        # The JobSet controller counts child Jobs per replicated job: `ready` ones have every pod ready,
+        # `succeeded` ones are done. Each stands for its replicated job's pods per child Job.
+        statuses = mapping(obj.get("status")).get("replicatedJobsStatus")
+        if not isinstance(statuses, list):
+            return 0
+        jobs = {s.get("name"): count_of(s.get("ready")) + count_of(s.get("succeeded")) for s in statuses if is_map(s)}
+        replicated = mapping(obj.get("spec")).get("replicatedJobs")
+        replicas = (
+            {r.get("name"): r.get("replicas", 1) for r in replicated if is_map(r)}
+            if isinstance(replicated, list)
+            else {}
+        )
+        ready = 0
+        for template in self.read_templates(obj):
+            count = count_of(replicas.get(template.name))
+            if count:
+                ready += min(jobs.get(template.name, 0), count) * (template.count // count)
+        return ready
 
 
 JOBSET = JobSetKind()

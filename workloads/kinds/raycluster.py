@@ -34,5 +34,9 @@ class RayClusterKind(SuspendFieldKind):
         )
         return Status(stopped=stopped)
 
+    def ready_pods(self, obj: Mapping[str, Any]) -> int:
+        # KubeRay says `ready` once the head and every worker run and are ready (Kueue reads the same state).
+        return self.pod_count(obj) if mapping(obj.get("status")).get("state") == "ready" else 0
+
 
 RAYCLUSTER = RayClusterKind()

@@ -49,5 +49,10 @@ class RayJobKind(SuspendFieldKind):
             return Status(_DONE[deployment], parse_time(status.get("endTime")), stopped=True)
         return Status(stopped=self.is_suspended(obj) and deployment in _NOT_RUNNING)
 
+    def ready_pods(self, obj: Mapping[str, Any]) -> int:
+        # As Kueue reads a RayJob: ready when KubeRay reports the cluster it runs on `ready`.
+        cluster = mapping(mapping(obj.get("status")).get("rayClusterStatus"))
+        return self.pod_count(obj) if cluster.get("state") == "ready" else 0
+
 
 RAYJOB = RayJobKind()

@@ -287,13 +287,19 @@ async def test_a_pod_group_is_queued_once_complete_and_ends_when_preempted(rig: 
     assert rig.state("PodGroup/ml/sample-group") is None
 
 
-async def test_a_plain_pod_that_succeeds_finishes_its_workload(rig: Rig) -> None:
+async def admitted_plain_pod(rig: Rig) -> str:
+    """Kueue's sample pod, created gated under queue ml and admitted; its workload's key."""
     (pod,) = kueue_pods("kueue/pods-kueue__kueue-pod.yaml", "ml", gate=SCHEDULING_GATE)
     pod["metadata"]["labels"][QUEUE_LABEL] = "ml"
     rig.cluster.gated.pods_listed(rig.server.add(pod))
     await rig.settle()
     key = "Pod/ml/kueue-sleep-x7k2p"
     assert rig.state(key) is State.ADMITTED
+    return key
+
+
+async def test_a_plain_pod_that_succeeds_finishes_its_workload(rig: Rig) -> None:
+    key = await admitted_plain_pod(rig)
     done = copy.deepcopy(rig.server.pod("kueue-sleep-x7k2p"))
     done["status"]["phase"] = "Succeeded"
     rig.cluster.gated.pod_event("MODIFIED", done)
