@@ -45,5 +45,5 @@ def test_kubectl_plugin_and_shell_completion() -> None:
         [str(Path(KUOTA).with_name("kubectl-kuota")), "-h"], capture_output=True, text=True, timeout=60, check=False
     )
     assert plugin.returncode == 0 and "Usage: kubectl kuota" in plugin.stdout
-    completion = run("--show-completion", "bash")
+    completion = run("--show-completion=bash")
     assert completion.returncode == 0 and "complete" in completion.stdout and "_KUOTA_COMPLETE" in completion.stdout
