@@ -11,7 +11,7 @@ from admin.api import PRINCIPAL_KEY, RUNTIME_KEY, Route
 from admin.auth import TokenStore, TooManyAttempts
 from admin.metrics import REGISTRY, RuntimeCollector
 from admin.openapi import openapi_document
-from admin.parsing import PARSER_KEY, ProposalParser
+from admin.parsing import PARSER_KEY, WHATIF_KEY, ProposalParser, WhatIfRunner
 from admin.ports import RuntimePort
 from admin.problems import Handler, problem_middleware, problem_response
 from admin.routes_health import OPENAPI_KEY, REGISTRY_KEY
@@ -40,9 +40,11 @@ def build_app(
     app[RUNTIME_KEY] = runtime
     app[TOKENS_KEY] = tokens
     parser = app[PARSER_KEY] = ProposalParser()
+    runner = app[WHATIF_KEY] = WhatIfRunner()
 
     async def close_parser(_: web.Application) -> None:
         parser.close()
+        runner.close()
 
     app.on_cleanup.append(close_parser)
     app[REGISTRY_KEY] = registry

@@ -250,8 +250,55 @@ class ConfigCurrent(ApiModel):
     cohorts: list[str]
 
 
+class WhatIfWindow(ApiModel):
+    start: datetime = Field(alias="from", description="workloads created from here (ISO 8601; UTC without offset)")
+    end: datetime = Field(alias="to", description="until here (exclusive)")
+
+
 class ConfigProposal(ApiModel):
     text: str = Field(max_length=1_000_000, description="the proposed team-quota file (YAML)")
+    whatif: WhatIfWindow | None = Field(
+        default=None,
+        description="diff only: also replay the ledger's workloads of this window under the file in force at its "
+        "start and under the proposal, and compare per team",
+    )
+
+
+class WhatIfFigures(ApiModel):
+    jobs: int
+    mean_wait_s: float
+    p95_wait_s: float
+    gpu_hours: float
+    borrowed_gpu_hours: float
+    preemptions: int
+    lost_gpu_seconds: float
+
+
+class WhatIfTeam(ApiModel):
+    team: str
+    baseline: WhatIfFigures | None = Field(description="under the file in force (None: not a team there)")
+    proposal: WhatIfFigures | None = Field(description="under the proposal (None: not a team there)")
+
+
+class WhatIfSide(ApiModel):
+    source: str = Field(description="where the quota file came from")
+    jain_fairness: float
+    utilization: float
+    finished: int
+    left_out: dict[str, int] = Field(description="workloads this file could not run, by reason")
+    wall_seconds: float = Field(description="how long the replay took")
+
+
+class WhatIfComparison(ApiModel):
+    start: datetime
+    end: datetime
+    workloads: int = Field(description="created in the window")
+    replayed: int
+    estimated_run_time: int = Field(description="unfinished workloads given the median run time of their team and size")
+    left_out: dict[str, int] = Field(description="workloads not replayed, by reason")
+    baseline: WhatIfSide
+    proposal: WhatIfSide
+    teams: list[WhatIfTeam]
 
 
 class ConfigValidation(ApiModel):
@@ -285,6 +332,7 @@ class ConfigDiff(ApiModel):
     changes: list[QuotaChange]
     affected: list[AffectedWorkload]
     would_apply: bool = Field(description="false when applying would be refused (e.g. a team with work removed)")
+    whatif: WhatIfComparison | None = Field(default=None, description="present when the proposal asked for it")
 
 
 class ConfigApplyResult(ApiModel):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from accounting.ledger import Ledger
+from admin.parsing import WhatIf
 from queues.read_model import ControllerReader, LoopReader
 from quota.config import QuotaConfig
 
@@ -51,6 +52,11 @@ class RuntimePort(Protocol):
     def preempt(self, workload: str, actor: str) -> None: ...
 
     def apply_config(self, text: str, source: str, config: QuotaConfig | None = None) -> QuotaConfig: ...
+
+    @property
+    def whatif(self) -> WhatIf | None:
+        """The what-if replay the config diff runs in a worker process (None: not offered)."""
+        ...
 
 
 class AdminOptions(Protocol):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 from admin.api import Context, Router, runtime_of
 from admin.auth import Access
@@ -17,8 +18,10 @@ from admin.models import (
     ConfigValidation,
     Quantity,
     QuotaChange,
+    WhatIfComparison,
+    WhatIfWindow,
 )
-from admin.parsing import PARSER_KEY
+from admin.parsing import PARSER_KEY, WHATIF_KEY
 from admin.ports import RuntimePort
 from admin.problems import ApiProblem
 from admin.routes_workloads import audit
@@ -75,9 +78,35 @@ async def validate(ctx: Context) -> ConfigValidation:
     response=ConfigDiff,
     body=ConfigProposal,
     tag="config",
+    statuses=(409, 503),
 )
 async def diff(ctx: Context) -> ConfigDiff:
-    return _diff(runtime_of(ctx), await _parse_off_loop(ctx, ctx.body.text))
+    runtime = runtime_of(ctx)
+    result = _diff(runtime, await _parse_off_loop(ctx, ctx.body.text))
+    window = ctx.body.whatif
+    if window is not None and result.valid:
+        result.whatif = await _whatif(ctx, runtime, window)
+    return result
+
+
+async def _whatif(ctx: Context, runtime: RuntimePort, window: WhatIfWindow) -> WhatIfComparison:
+    """The proposal replayed against the ledger's history of the window, in the what-if worker process."""
+    start, end = (_utc(moment) for moment in (window.start, window.end))
+    if start >= end:
+        raise ApiProblem(422, f"whatif: from ({start.isoformat()}) must be before to ({end.isoformat()})")
+    function = runtime.whatif
+    if runtime.ledger is None or function is None:
+        raise ApiProblem(409, "whatif needs the ledger: this process runs without --database-url")
+    answer = await ctx.app[WHATIF_KEY].compare(
+        function, runtime.ledger.url, ctx.body.text, start.isoformat(), end.isoformat(), runtime.config_text
+    )
+    teams = [{"team": team, **sides} for team, sides in answer.pop("teams").items()]
+    answer["start"], answer["end"] = answer.pop("from"), answer.pop("to")
+    return WhatIfComparison.model_validate({**answer, "teams": teams})
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.utcoffset() is None else moment.astimezone(UTC)
 
 
 @router.add(

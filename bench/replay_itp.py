@@ -36,6 +36,11 @@ POLICIES = ("fifo-no-borrowing", "borrowing", "fair-sharing")
 
 
 def config_for(policy: str, nominal: dict[str, int]) -> QuotaConfig:
+    return load_config_data(config_body(policy, nominal))
+
+
+def config_body(policy: str, nominal: dict[str, int]) -> dict[str, Any]:
+    """The quota file of `policy` as YAML-ready data."""
     teams: list[dict[str, Any]] = []
     for name in CLUSTERS:
         team: dict[str, Any] = {
@@ -59,7 +64,7 @@ def config_for(policy: str, nominal: dict[str, int]) -> QuotaConfig:
         "cohorts": [{"name": "itp"}] if policy != "fifo-no-borrowing" else [],
         "teams": teams,
     }
-    return load_config_data(body)
+    return body
 
 
 def sized_quotas(jobs: list[TraceJob], gpus: int) -> dict[str, int]:

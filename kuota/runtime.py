@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from accounting.ledger import Ledger
+from admin.parsing import WhatIf
 from queues.controller import Controller
 from queues.loop import ControllerLoop, wall_clock_ms
 from quota.config import QuotaConfig
@@ -66,6 +67,13 @@ class Runtime:
     def preempt(self, workload: str, actor: str) -> None:
         self.require_controller().preempt(workload, actor, self.now())
         self.wake()
+
+    @property
+    def whatif(self) -> WhatIf | None:
+        """What-if replays of the ledger for the admin API's config diff (sim.whatif), run in its worker process."""
+        from sim.whatif import whatif_json
+
+        return whatif_json
 
     def apply_config(self, text: str, source: str, config: QuotaConfig | None = None) -> QuotaConfig:
         """Validate and apply a new quota file (ConfigError or ReloadRejected leave the old one in force); `config`

@@ -16,6 +16,7 @@ from queues.journal import Journal, Journals, NullJournal
 from quota.config import QuotaConfig, Team
 from quota.pod_set import PodSet
 from quota.tree import FlavorResource
+from sim.report import ReportData
 from sim.traces import DEFAULT_KIND, TraceJob
 
 GPU = "nvidia.com/gpu"
@@ -108,6 +109,24 @@ class ReplayResult:
             "kinds": self.kinds.summary(),
         }
         return ordered
+
+    def report_data(self, title: str) -> ReportData:
+        """What the HTML report draws of this run (`sim.report`)."""
+        stats = self.stats
+        summary = self.summary()
+        teams, kinds = summary["teams"], summary["kinds"]
+        assert isinstance(teams, dict) and isinstance(kinds, dict)
+        return ReportData(
+            title=title,
+            teams=list(stats.teams),
+            gpu_quota={team: value // 1000 for team, value in stats.gpu_nominal.items()},
+            samples=stats.samples,
+            queue_depth=stats.queue_depth,
+            waits_s={team: [w / 1000 for w in s.waits_ms] for team, s in stats.teams.items()},
+            summary=[{"team": team, **figures} for team, figures in teams.items()],
+            kinds=[{"kind": kind, **figures} for kind, figures in kinds.items()] if set(kinds) != {"Job"} else [],
+            totals={k: v for k, v in summary.items() if k not in ("teams", "kinds")},
+        )
 
 
 def sim_jobs(
@@ -217,10 +236,21 @@ def replay(
     start_delay_ms: int = 0,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> ReplayResult:
+    jobs = sim_jobs(config, trace, hook_delay_ms, start_delay_ms)
+    return replay_jobs(config, jobs, journal=journal, on_progress=on_progress)
+
+
+def replay_jobs(
+    config: QuotaConfig,
+    jobs: Sequence[SimJob],
+    *,
+    journal: Journal | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> ReplayResult:
+    """`replay` of jobs already made for the simulated cluster (a trace's, or the ledger's history)."""
     started = time.perf_counter()
     kinds = KindStats()
     journals = Journals(kinds, journal) if journal is not None else kinds
-    jobs = sim_jobs(config, trace, hook_delay_ms, start_delay_ms)
     simulation = Simulation(config, jobs, journals, on_progress=on_progress)
     kinds.measured = simulation.stats.measured
     stats = simulation.run()

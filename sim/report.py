@@ -100,6 +100,53 @@ def render_report(data: ReportData) -> str:
     return _document(data.title, _subtitle(data, span), "\n".join(sections))
 
 
+def write_comparison(
+    title: str, rows: Sequence[Mapping[str, object]], baseline: ReportData, proposal: ReportData, directory: Path
+) -> Path:
+    """Write `directory/report.html`: two replays of the same jobs (`kuota whatif`) side by side."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "report.html"
+    path.write_text(render_comparison(title, rows, baseline, proposal), encoding="utf-8")
+    return path
+
+
+def render_comparison(
+    title: str, rows: Sequence[Mapping[str, object]], baseline: ReportData, proposal: ReportData
+) -> str:
+    """The comparison view: per team, a row for each run (now, new); then each run's totals, usage and waits, the
+    baseline's first. Both runs share the time axis, so their charts line up."""
+    teams = list(dict.fromkeys([*baseline.teams, *proposal.teams]))
+    styles = {team: _style(index) for index, team in enumerate(teams)}
+    spans = [_time_span(baseline), _time_span(proposal)]
+    span = (min(s[0] for s in spans), max(s[1] for s in spans))
+    sections = [
+        _section(
+            "comparison",
+            "Per team: now and new",
+            "now: the quota file in force; new: the proposal. Same jobs, same submission times and run times.",
+            _table(rows),
+        )
+    ]
+    for ident, label, data in (("now", "now", baseline), ("new", "new", proposal)):
+        sections += [
+            _section(f"{ident}-totals", f"{label}: run totals", data.title, _totals(data.totals)),
+            _section(
+                f"{ident}-usage",
+                f"{label}: GPUs in use per team",
+                "Solid line and shading: GPUs admitted. Dashed line: the team's nominal quota.",
+                _usage_panels(data, styles, span),
+            ),
+            _section(
+                f"{ident}-waits",
+                f"{label}: wait before admission",
+                "Share of each team's admitted jobs that waited at most x (logarithmic time axis).",
+                _wait_chart(data, styles),
+            ),
+        ]
+    subtitle = f"{len(teams)} teams; {_human_seconds((span[1] - span[0]) / 1000)} of replayed time"
+    return _document(title, subtitle, "\n".join(sections), producer="kuota whatif")
+
+
 # -- page ----------------------------------------------------------------------------------------------------------
 
 _CSS = """
@@ -140,7 +187,7 @@ footer { margin-top: 36px; color: var(--muted); font-size: 12px; }
 """
 
 
-def _document(title: str, subtitle: str, body: str) -> str:
+def _document(title: str, subtitle: str, body: str, producer: str = "kuota simulate") -> str:
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
@@ -148,7 +195,8 @@ def _document(title: str, subtitle: str, body: str) -> str:
         f"<title>{escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
         f'<header>\n<h1>{escape(title)}</h1>\n<p class="sub">{escape(subtitle)}</p>\n</header>\n'
         f"<main>\n{body}\n</main>\n"
-        "<footer>Produced by kuota simulate. All times are virtual: measured from the start of the replay.</footer>\n"
+        f"<footer>Produced by {escape(producer)}. All times are virtual: measured from the start of the replay."
+        "</footer>\n"
         "</body>\n</html>\n"
     )
 

@@ -80,8 +80,10 @@ def simulate(
     sys.stderr.write(f"{trace}: {read.summary()}\n")
 
     if database_url is not None:
+        text = config.read_text(encoding="utf-8")
+        show = progress and not as_json
         result = _run_with_ledger(
-            quota, read.jobs, database_url, int(hook_delay * 1000), start_delay_ms, progress and not as_json
+            quota, read.jobs, database_url, int(hook_delay * 1000), start_delay_ms, show, (text, str(config))
         )
     else:
         result = _run(quota, read.jobs, int(hook_delay * 1000), start_delay_ms, None, progress and not as_json)
@@ -124,8 +126,16 @@ def _progress(total: int, show: bool) -> Iterator[Callable[[int, int], None] | N
 
 
 def _run_with_ledger(
-    quota: Any, jobs: Any, url: str, hook_delay_ms: int, start_delay_ms: int, show_progress: bool
+    quota: Any,
+    jobs: Any,
+    url: str,
+    hook_delay_ms: int,
+    start_delay_ms: int,
+    show_progress: bool,
+    config: tuple[str, str],
 ) -> Any:
+    """The replay, written to the ledger as it runs; the quota file is recorded as applied at virtual time 0, so
+    `kuota whatif` finds the file that was in force."""
     import asyncio
     from datetime import UTC, datetime
 
@@ -146,6 +156,7 @@ def _run_with_ledger(
         ledger = Ledger(url, max_backlog=10_000_000)
         await ledger.start()
         journal = LedgerJournal(ledger, epoch_ms)
+        journal.config_applied(config[0], f"kuota simulate --config {config[1]}", 0)
         try:
             # The ledger is written while the replay runs (it pauses every few thousand instants until the
             # writer has caught up), so a run stopped midway leaves everything up to its last pause.
@@ -163,24 +174,9 @@ def _run_with_ledger(
 
 
 def _write_report(result: Any, directory: Path, title: str) -> Path:
-    from sim.report import ReportData, write_report
+    from sim.report import write_report
 
-    stats = result.stats
-    summary = result.summary()
-    rows = [{"team": team, **figures} for team, figures in summary["teams"].items()]
-    kinds = [{"kind": kind, **figures} for kind, figures in summary["kinds"].items()]
-    data = ReportData(
-        title=f"kuota simulate — {title}",
-        teams=list(stats.teams),
-        gpu_quota={team: value // 1000 for team, value in stats.gpu_nominal.items()},
-        samples=stats.samples,
-        queue_depth=stats.queue_depth,
-        waits_s={team: [w / 1000 for w in s.waits_ms] for team, s in stats.teams.items()},
-        summary=rows,
-        kinds=kinds if set(summary["kinds"]) != {"Job"} else [],
-        totals={k: v for k, v in summary.items() if k not in ("teams", "kinds")},
-    )
-    return write_report(data, directory)
+    return write_report(result.report_data(f"kuota simulate — {title}"), directory)
 
 
 #: The per-team columns: (title, key, shown without --wide).
