@@ -144,12 +144,34 @@ class Flavor(_Model):
     tolerations: tuple[Toleration, ...] = ()
 
 
+class MinRuntime(_Model):
+    """How long an admitted workload runs before it may be preempted (since its latest admission).
+
+    Written `minRuntime: 2h`, or `minRuntime: {duration: 2h, exceptReclaim: true}` to let a team take back
+    nominal quota it lent (a victim whose preemption reason is CohortReclamation) even from protected work.
+    """
+
+    duration: DurationMs
+    except_reclaim: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value: Any) -> Any:
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            return {"duration": value}
+        if value is None or isinstance(value, bool | float):
+            raise ValueError(f"{value!r} is not a duration; give `2h` or `{{duration: 2h, exceptReclaim: true}}`")
+        return value
+
+
 class PriorityClass(_Model):
     name: str
     value: int
     default: bool = False
     preemptible: bool = True
     checkpoint_timeout: DurationMs = DEFAULT_CHECKPOINT_TIMEOUT_MS
+    min_runtime: MinRuntime | None = None
+    """None (or a duration of 0): preemptible as soon as admitted."""
     description: str = ""
 
 
@@ -245,6 +267,8 @@ class Team(_QuotaHolder):
     queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
     preemption: Preemption = Field(default_factory=Preemption)
     flavor_fungibility: FlavorFungibility = Field(default_factory=FlavorFungibility)
+    min_runtime: MinRuntime | None = None
+    """Replaces the priority classes' minRuntime for this team's workloads (`0s`: none)."""
 
 
 class Namespace(_Model):
@@ -303,6 +327,18 @@ class QuotaConfig(_Model):
 
     def priority_class(self, name: str) -> PriorityClass | None:
         return next((pc for pc in self.priority_classes if pc.name == name), None)
+
+    def min_runtime(self, team: str, priority_class: str | None) -> MinRuntime | None:
+        """The protection of a workload of `team` and `priority_class` (its team's, else its class's, else the
+        default class's); None when it has none."""
+        owner = next((t for t in self.teams if t.name == team), None)
+        found = owner.min_runtime if owner is not None else None
+        if found is None:
+            klass = self.priority_class(priority_class) if priority_class is not None else None
+            if klass is None:
+                klass = self.default_priority_class()
+            found = klass.min_runtime if klass is not None else None
+        return found if found is not None and found.duration > 0 else None
 
     def team_for_queue(self, queue: str) -> Team | None:
         return next((t for t in self.teams if queue in t.queues), None)
