@@ -19,6 +19,11 @@ class TraceFormat(StrEnum):
     csv = "csv"
 
 
+class VictimOrder(StrEnum):
+    checkpoint_aware = "checkpoint-aware"
+    spec = "spec"
+
+
 def register(app: typer.Typer) -> None:
     app.command(name="simulate")(simulate)
 
@@ -47,9 +52,18 @@ def simulate(
         typer.Option("--database-url", help="Persist the run in this ledger (postgresql://… or sqlite:///…)."),
     ] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
+    victims: Annotated[
+        VictimOrder,
+        typer.Option(
+            "--victims",
+            help="Victims the spec's order leaves equal: most recent checkpoint first (checkpoint-aware), or by "
+            "name (spec).",
+        ),
+    ] = VictimOrder.checkpoint_aware,
 ) -> None:
     """Replay a trace with kuota's real queue manager, engine and controller on a virtual clock; print per-team
-    figures (jobs, GPU-hours, waits, share of capacity, borrowing, preemptions, lost GPU-seconds, credits)."""
+    figures (jobs, GPU-hours, waits, share of capacity, borrowing, preemptions, lost GPU-seconds, credits) and the
+    GPU-hours preemptions lost."""
     from quota.loader import ConfigError, load_config_file
     from sim.traces import TraceError, default_mapping, load_mapping, read_trace_detailed
 
@@ -65,10 +79,12 @@ def simulate(
         raise typer.Exit(2)
     sys.stderr.write(f"{trace}: {read.summary()}\n")
 
+    aware = victims is VictimOrder.checkpoint_aware
+    show = progress and not as_json
     if database_url is not None:
-        result = _run_with_ledger(quota, read.jobs, database_url, int(hook_delay * 1000), progress and not as_json)
+        result = _run_with_ledger(quota, read.jobs, database_url, int(hook_delay * 1000), show, aware)
     else:
-        result = _run(quota, read.jobs, int(hook_delay * 1000), None, progress and not as_json)
+        result = _run(quota, read.jobs, int(hook_delay * 1000), None, show, aware)
     summary = result.summary()
     if report is not None:
         path = _write_report(result, report, trace.name)
@@ -79,11 +95,18 @@ def simulate(
         _print_summary(summary, wide=wide)
 
 
-def _run(quota: Any, jobs: Any, hook_delay_ms: int, journal: Any, show_progress: bool) -> Any:
+def _run(quota: Any, jobs: Any, hook_delay_ms: int, journal: Any, show_progress: bool, aware: bool) -> Any:
     from sim.replay import replay
 
     with _progress(len(jobs), show_progress) as on_progress:
-        return replay(quota, jobs, journal=journal, hook_delay_ms=hook_delay_ms, on_progress=on_progress)
+        return replay(
+            quota,
+            jobs,
+            journal=journal,
+            hook_delay_ms=hook_delay_ms,
+            on_progress=on_progress,
+            checkpoint_aware_victims=aware,
+        )
 
 
 @contextlib.contextmanager
@@ -100,7 +123,7 @@ def _progress(total: int, show: bool) -> Iterator[Callable[[int, int], None] | N
         yield lambda done, _total: bar.update(task, completed=done)
 
 
-def _run_with_ledger(quota: Any, jobs: Any, url: str, hook_delay_ms: int, show_progress: bool) -> Any:
+def _run_with_ledger(quota: Any, jobs: Any, url: str, hook_delay_ms: int, show_progress: bool, aware: bool) -> Any:
     import asyncio
     from datetime import UTC, datetime
 
@@ -127,7 +150,7 @@ def _run_with_ledger(quota: Any, jobs: Any, url: str, hook_delay_ms: int, show_p
             with _progress(len(jobs), show_progress) as on_progress:
                 result = await replay_streaming(
                     quota, jobs, journal=journal, flush=ledger.flush, hook_delay_ms=hook_delay_ms,
-                    on_progress=on_progress,
+                    on_progress=on_progress, checkpoint_aware_victims=aware,
                 )  # fmt: skip
         finally:
             await ledger.close()
@@ -185,7 +208,7 @@ def _print_summary(summary: dict[str, Any], *, wide: bool = False) -> None:
     console.print(
         f"jobs {summary['jobs']}, finished {summary['finished']}, utilization {summary['utilization']:.1%}, "
         f"Jain's fairness {summary['jain_fairness']:.3f}, makespan {summary['makespan_hours']} h, "
-        f"wall {summary['wall_seconds']} s"
+        f"lost {summary['lost_gpu_hours']:,} GPU-h ({summary['victims']} victims), wall {summary['wall_seconds']} s"
     )
 
 
