@@ -96,10 +96,12 @@ def run_cycle(snapshot: Snapshot, heads: Sequence[Workload]) -> CycleResult:
     preempted: dict[str, Workload] = {}
     for entry in order_heads(snapshot, entries):
         try:
-            decision = _process(snapshot, entry, preempted)
             until = protected.get(entry.workload.name)
+            # Whom it waits for is judged before its hold is charged (the hold is part of its own request).
+            waited = _protected_victims(snapshot, entry) if until is not None else []
+            decision = _process(snapshot, entry, preempted)
             if decision.verdict is Verdict.NO_CANDIDATES and until is not None:
-                _wait_for_protection(snapshot, entry, decision, until)
+                _wait_for_protection(snapshot, decision, waited, until)
         except Exception as exc:  # one workload kuota cannot evaluate: see the docstring
             decision = _failed(entry.workload, "processing", exc)
         result.decisions.append(decision)
@@ -258,15 +260,21 @@ def _reserved(team: Node, assignment: Assignment) -> dict[FlavorResource, int]:
     return held
 
 
-def _wait_for_protection(snapshot: Snapshot, entry: Entry, decision: Decision, until: int) -> None:
-    """A head with no victims because of minimum runtimes: name the protected workloads it would preempt were they
-    not protected, and when the first protection it met ends (when the controller looks again)."""
+def _protected_victims(snapshot: Snapshot, entry: Entry) -> list[Workload]:
+    """For a head with no victims: the protected workloads it would preempt were minimum runtimes lifted."""
+    if entry.assignment.mode is not Mode.PREEMPT or entry.targets:
+        return []
     snapshot.protection_lifted = True
     try:
         lifted = find_targets(snapshot, _request(entry.workload, entry.team, entry.assignment))
     finally:
         snapshot.protection_lifted = False
-    waited = [t.workload for t in lifted if snapshot.protection(t.workload) is not None]
+    return [t.workload for t in lifted if snapshot.protection(t.workload) is not None]
+
+
+def _wait_for_protection(snapshot: Snapshot, decision: Decision, waited: list[Workload], until: int) -> None:
+    """A head with no victims because of minimum runtimes: name the protected workloads it waits for, and when the
+    first protection it met ends (when the controller looks again)."""
     decision.wait_until = until
     if waited:
         names = ", ".join(w.name for w in waited)
@@ -275,7 +283,7 @@ def _wait_for_protection(snapshot: Snapshot, entry: Entry, decision: Decision, u
         text = f"waits for {names} to reach {its} minimum runtime at {snapshot.time_text(end)}"
     else:
         text = f"waits for running workloads to reach their minimum runtime (the first at {snapshot.time_text(until)})"
-    decision.message = _join(entry.assignment.message(), text)
+    decision.message = _join(decision.assignment.message() if decision.assignment is not None else "", text)
 
 
 def _waiting(count: int) -> str:
