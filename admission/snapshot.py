@@ -181,16 +181,9 @@ class Snapshot:
 
     def protected_until(self, workload: Workload) -> int:
         """When `workload`'s minimum runtime ends (only for a workload `protection` returned one for)."""
-        found = self.protection(workload) if not self.protection_lifted else self._lifted(workload)
+        found = self.protection(workload)
         assert found is not None and workload.admission is not None
         return workload.admission.admitted_at + found.duration
-
-    def _lifted(self, workload: Workload) -> MinRuntime | None:
-        self.protection_lifted = False
-        try:
-            return self.protection(workload)
-        finally:
-            self.protection_lifted = True
 
     def skip_protected(self, workload: Workload) -> None:
         """A search left `workload` out for its minimum runtime: remember when that ends."""
