@@ -54,6 +54,9 @@ class Decision:
     assignment: Assignment | None = None
     victims: list[Target] = field(default_factory=list)
     message: str = ""
+    wait_until: int | None = None
+    """NO_CANDIDATES only: the earliest time a running workload this head could not preempt reaches its minimum
+    runtime (then the answer may change); None when no minimum runtime stood in the way."""
 
     @property
     def flavors(self) -> dict[str, dict[str, str]]:
@@ -81,15 +84,24 @@ def run_cycle(snapshot: Snapshot, heads: Sequence[Workload]) -> CycleResult:
     the snapshot only once it has decided, so a failure leaves at most a charge the cycle's end takes back."""
     result = CycleResult()
     entries = []
+    protected: dict[str, int] = {}
     for head in heads:
+        snapshot.skipped_until = None
         try:
             entries.append(_nominate(snapshot, head))
         except Exception as exc:  # one workload kuota cannot evaluate: see the docstring
             result.decisions.append(_failed(head, "nominating", exc))
+        if snapshot.skipped_until is not None:
+            protected[head.name] = snapshot.skipped_until
     preempted: dict[str, Workload] = {}
     for entry in order_heads(snapshot, entries):
         try:
+            until = protected.get(entry.workload.name)
+            # Whom it waits for is judged before its hold is charged (the hold is part of its own request).
+            waited = _protected_victims(snapshot, entry) if until is not None else []
             decision = _process(snapshot, entry, preempted)
+            if decision.verdict is Verdict.NO_CANDIDATES and until is not None:
+                _wait_for_protection(snapshot, decision, waited, until)
         except Exception as exc:  # one workload kuota cannot evaluate: see the docstring
             decision = _failed(entry.workload, "processing", exc)
         result.decisions.append(decision)
@@ -246,6 +258,32 @@ def _reserved(team: Node, assignment: Assignment) -> dict[FlavorResource, int]:
         else:
             held[fr] = max(0, min(value, nominal - used))
     return held
+
+
+def _protected_victims(snapshot: Snapshot, entry: Entry) -> list[Workload]:
+    """For a head with no victims: the protected workloads it would preempt were minimum runtimes lifted."""
+    if entry.assignment.mode is not Mode.PREEMPT or entry.targets:
+        return []
+    snapshot.protection_lifted = True
+    try:
+        lifted = find_targets(snapshot, _request(entry.workload, entry.team, entry.assignment))
+    finally:
+        snapshot.protection_lifted = False
+    return [t.workload for t in lifted if snapshot.protection(t.workload) is not None]
+
+
+def _wait_for_protection(snapshot: Snapshot, decision: Decision, waited: list[Workload], until: int) -> None:
+    """A head with no victims because of minimum runtimes: name the protected workloads it waits for, and when the
+    first protection it met ends (when the controller looks again)."""
+    decision.wait_until = until
+    if waited:
+        names = ", ".join(w.name for w in waited)
+        end = max(snapshot.protected_until(w) for w in waited)
+        its = "its" if len(waited) == 1 else "their"
+        text = f"waits for {names} to reach {its} minimum runtime at {snapshot.time_text(end)}"
+    else:
+        text = f"waits for running workloads to reach their minimum runtime (the first at {snapshot.time_text(until)})"
+    decision.message = _join(decision.assignment.message() if decision.assignment is not None else "", text)
 
 
 def _waiting(count: int) -> str:

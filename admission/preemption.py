@@ -147,11 +147,22 @@ def _classify(snapshot: Snapshot, request: PreemptionRequest, candidate: Workloa
         return Variant.NEVER
     if not _uses_contested(snapshot, candidate, request.contested):
         return Variant.NEVER
+    variant = _variant(request, candidate, same_team, advantage)
+    protection = snapshot.protection(candidate)
+    if protection is not None and not (
+        protection.except_reclaim and variant.reason() is PreemptionReason.COHORT_RECLAMATION
+    ):
+        snapshot.skip_protected(candidate)
+        return Variant.NEVER
+    return variant
+
+
+def _variant(request: PreemptionRequest, candidate: Workload, same_team: bool, advantage: bool) -> Variant:
     if same_team:
         return Variant.WITHIN_TEAM
     if advantage:
         return Variant.HIERARCHICAL
-    borrow = team.preemption.borrow_within_cohort
+    borrow = request.team.team.preemption.borrow_within_cohort
     if borrow.policy == BorrowPolicy.NEVER:
         return Variant.RECLAIM_WITHOUT_BORROWING
     if candidate.priority >= request.preemptor.priority or (
@@ -181,6 +192,42 @@ def _team_keys(
     return snapshot.workloads[team.name].candidate_order(evicting=evicting, below_priority=ceiling)
 
 
+OrderKey = tuple[bool, int, int, int, str]
+"""(not evicting, priority, −admitted at, −last checkpoint, name): the full candidate order, smaller first."""
+
+
+def order_key(snapshot: Snapshot, workload: Workload) -> OrderKey:
+    """The spec's candidate order, and between candidates it leaves equal but for their names (same evicting
+    state, priority and admission time), the most recent checkpoint first: the least work lost. A workload that
+    never checkpointed has saved nothing since its admission. Without checkpoint knowledge: the spec's order."""
+    evicting_last, priority, admitted, name = candidate_sort_key(workload)
+    saved = -snapshot.saved_at(workload) if snapshot.checkpoints is not None else 0
+    return (evicting_last, priority, admitted, saved, name)
+
+
+def _checkpoint_order(snapshot: Snapshot, team: str, keys: list[CandidateKey]) -> Iterable[CandidateKey]:
+    """`keys` (in the spec's order) with every run that only names separate put in `order_key`'s order, lazily."""
+    if snapshot.checkpoints is None or len(keys) < 2:
+        return keys
+    return _runs_by_checkpoint(snapshot, snapshot.workloads[team], keys)
+
+
+def _runs_by_checkpoint(
+    snapshot: Snapshot, running: Mapping[str, Workload], keys: list[CandidateKey]
+) -> Iterator[CandidateKey]:
+    index, count = 0, len(keys)
+    while index < count:
+        first = keys[index]
+        end = index + 1
+        while end < count and keys[end][2] == first[2] and keys[end][1] == first[1] and keys[end][0] == first[0]:
+            end += 1
+        if end - index == 1:
+            yield first
+        else:
+            yield from sorted(keys[index:end], key=lambda k: (-snapshot.saved_at(running[k[3]]), k[3]))
+        index = end
+
+
 def _candidates(
     snapshot: Snapshot,
     request: PreemptionRequest,
@@ -193,8 +240,22 @@ def _candidates(
     `ceiling`: only candidates below this priority.
     """
     runs = [_team_keys(snapshot, request, source.team, evicting, ceiling) for source in sources]
-    tagged = [zip(run, repeat(index)) for index, run in enumerate(runs) if run]
-    for key, index in heapq.merge(*tagged) if len(tagged) > 1 else (tagged[0] if tagged else ()):
+    tagged = [
+        zip(_checkpoint_order(snapshot, sources[index].team.name, run), repeat(index))
+        for index, run in enumerate(runs)
+        if run
+    ]
+    if len(tagged) < 2:
+        merged: Iterable[tuple[CandidateKey, int]] = tagged[0] if tagged else ()
+    elif snapshot.checkpoints is None:
+        merged = heapq.merge(*tagged)
+    else:
+
+        def full(item: tuple[CandidateKey, int]) -> OrderKey:
+            return order_key(snapshot, snapshot.workloads[sources[item[1]].team.name][item[0][3]])
+
+        merged = heapq.merge(*tagged, key=full)
+    for key, index in merged:
         source = sources[index]
         workload = snapshot.workloads[source.team.name][key[3]]
         variant = _classify(snapshot, request, workload, source.advantage)
@@ -361,21 +422,30 @@ class _VictimQueue:
 
 
 def _eligible(
-    snapshot: Snapshot, request: PreemptionRequest, team: Node, policy: WithinTeamPolicy | ReclaimPolicy
+    snapshot: Snapshot,
+    request: PreemptionRequest,
+    team: Node,
+    policy: WithinTeamPolicy | ReclaimPolicy,
+    reclaim: bool = False,
 ) -> Iterator[Workload]:
+    """`reclaim`: victims taken from this team are CohortReclamation (minimum runtimes with exceptReclaim yield)."""
     if policy in (WithinTeamPolicy.NEVER, ReclaimPolicy.NEVER):
         return
     running = snapshot.workloads[team.name]
     ceiling = _priority_ceiling(policy, request.preemptor)
-    keys = running.candidate_order(evicting=True, below_priority=ceiling)
-    keys += running.candidate_order(evicting=False, below_priority=ceiling)
+    keys = _checkpoint_order(snapshot, team.name, running.candidate_order(evicting=True, below_priority=ceiling))
+    rest = _checkpoint_order(snapshot, team.name, running.candidate_order(evicting=False, below_priority=ceiling))
     # The priority cut applies LowerPriority and Any needs nothing: only the equal-priority rule looks at each.
     check_policy = policy == WithinTeamPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
     # When the team holds nothing but contested resources, every workload holding anything uses one of them.
     only_contested = all(fr in request.contested for fr in team.usage)
-    for key in keys:
+    for key in chain(keys, rest):
         workload = running[key[3]]
         if not workload.preemptible:
+            continue
+        protection = snapshot.protection(workload)
+        if protection is not None and not (reclaim and protection.except_reclaim):
+            snapshot.skip_protected(workload)
             continue
         if check_policy and not _allowed_by_policy(policy, request.preemptor, workload):
             continue
@@ -394,10 +464,12 @@ def _fair_candidates(snapshot: Snapshot, request: PreemptionRequest) -> dict[str
     if spec.within_team != WithinTeamPolicy.NEVER:
         queues[team.name] = _VictimQueue(_eligible(snapshot, request, team, spec.within_team))
     if team.parent is not None and spec.reclaim_within_cohort != ReclaimPolicy.NEVER:
+        reclaim = _reclaims(request)
         for other in team.root().subtree_teams():
             if other is team or not any(other.borrowing(fr) for fr in request.contested):
                 continue
-            queues[other.name] = _VictimQueue(_eligible(snapshot, request, other, spec.reclaim_within_cohort))
+            victims = _eligible(snapshot, request, other, spec.reclaim_within_cohort, reclaim)
+            queues[other.name] = _VictimQueue(victims)
     return {name: queue for name, queue in queues.items() if queue.head() is not None}
 
 
@@ -468,7 +540,7 @@ class _FairSearch:
     def pick(self, teams: Iterable[str], include_preemptor: bool) -> str | None:
         """The team with the highest share; the preemptor's own team loses ties; then candidate order."""
         best: tuple[tuple[int, Fraction], int] | None = None
-        best_head: CandidateKey | None = None
+        best_head: OrderKey | None = None
         chosen: str | None = None
         for name in teams:
             queue = self.queues.get(name)
@@ -482,7 +554,7 @@ class _FairSearch:
             share = self.share(node)
             if not own and share.sort_key == (0, Fraction(0)):
                 continue  # not borrowing (or borrowing nothing anyone lends): nothing to reclaim here
-            key, head = (share.sort_key, 0 if own else 1), candidate_sort_key(victim)
+            key, head = (share.sort_key, 0 if own else 1), order_key(self.snapshot, victim)
             # Equal keys can only be two other teams: the one whose next victim comes first in candidate order.
             if best is None or key > best or (key == best and best_head is not None and head < best_head):
                 best, best_head, chosen = key, head, name
@@ -541,6 +613,15 @@ def _fair_targets(snapshot: Snapshot, request: PreemptionRequest) -> list[Target
     kept = _fill_back(snapshot, search.targets, lambda: _fits(snapshot, request, True))
     _restore(snapshot, kept)
     return kept
+
+
+def _reclaims(request: PreemptionRequest) -> bool:
+    """Whether the preemptor's team, with the incoming workload added, stays within nominal on the contested
+    resources: a fair search then only reclaims (semantics.md, Fair sharing)."""
+    team = request.team
+    return all(
+        team.usage.get(fr, 0) + request.usage.get(fr, 0) <= team.subtree_quota.get(fr, 0) for fr in request.contested
+    )
 
 
 def _fair_search(search: _FairSearch) -> bool:

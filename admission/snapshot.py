@@ -6,13 +6,14 @@ victims); the caller's state is never touched because the snapshot owns copies.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from fractions import Fraction
 
 from admission.running import RunningWorkloads
 from admission.workload import Workload
-from quota.config import QuotaConfig
+from quota.config import MinRuntime, QuotaConfig
 from quota.tree import FlavorResource, Node, QuotaTree
 
 
@@ -38,6 +39,17 @@ class Snapshot:
         )
         self._usage: dict[str, dict[FlavorResource, int]] = usage if usage is not None else {}
         self._charges: list[tuple[Node, Mapping[FlavorResource, int]]] | None = [] if log_charges else None
+        self.now: int | None = None
+        """The cycle's time; None: no workload is protected by a minimum runtime."""
+        self.checkpoints: Callable[[Workload], int | None] | None = None
+        """When a running workload last checkpointed (None: never); unset: victims in the spec's order only."""
+        self.time_text: Callable[[int], str] = iso_time
+        self.protection_lifted = False
+        """While set, minimum runtimes protect nobody (to tell whom a preemptor waits for)."""
+        self.skipped_until: int | None = None
+        """The earliest end of a minimum runtime that kept a candidate out of a search since it was last reset."""
+        self._min_runtimes: dict[tuple[str, str | None], MinRuntime | None] = {}
+        self._protects = self._any_min_runtime(config)
         for workload in admitted:
             self.add_workload(workload)
 
@@ -142,3 +154,50 @@ class Snapshot:
 
     def factor(self, team: str) -> Fraction | None:
         return self.factors.get(team)
+
+    # -- minimum runtime and checkpoints ----------------------------------------------------------------------
+
+    @staticmethod
+    def _any_min_runtime(config: QuotaConfig) -> bool:
+        found = [c.min_runtime for c in config.priority_classes] + [t.min_runtime for t in config.teams]
+        return any(m is not None and m.duration > 0 for m in found)
+
+    def protection(self, workload: Workload) -> MinRuntime | None:
+        """The minimum runtime `workload` has not reached yet at `now` (None: it may be preempted).
+
+        A workload already being evicted is leaving whatever happens: it is never protected."""
+        if not self._protects or self.now is None or self.protection_lifted or workload.evicting:
+            return None
+        admission = workload.admission
+        if admission is None:
+            return None
+        key = (workload.team, workload.priority_class)
+        if key not in self._min_runtimes:
+            self._min_runtimes[key] = self.config.min_runtime(workload.team, workload.priority_class)
+        found = self._min_runtimes[key]
+        if found is None or admission.admitted_at + found.duration <= self.now:
+            return None
+        return found
+
+    def protected_until(self, workload: Workload) -> int:
+        """When `workload`'s minimum runtime ends (only for a workload `protection` returned one for)."""
+        found = self.protection(workload)
+        assert found is not None and workload.admission is not None
+        return workload.admission.admitted_at + found.duration
+
+    def skip_protected(self, workload: Workload) -> None:
+        """A search left `workload` out for its minimum runtime: remember when that ends."""
+        until = self.protected_until(workload)
+        if self.skipped_until is None or until < self.skipped_until:
+            self.skipped_until = until
+
+    def saved_at(self, workload: Workload) -> int:
+        """Where the work `workload` would lose if stopped now begins: its last checkpoint, else its admission."""
+        admitted_at = workload.admission.admitted_at if workload.admission is not None else 0
+        checkpoint = self.checkpoints(workload) if self.checkpoints is not None else None
+        return admitted_at if checkpoint is None or checkpoint < admitted_at else checkpoint
+
+
+def iso_time(ms: int) -> str:
+    """Milliseconds since the Unix epoch as ISO 8601 UTC, to the second."""
+    return datetime.fromtimestamp(ms // 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -8,9 +8,11 @@ Policies, all on the same jobs (classes drawn with the default ITP mapping and `
 * borrowing — one cohort, BestEffortFIFO, idle quota lent to whoever needs it, owners reclaim it by preemption;
 * fair-sharing — the same cohort with fair sharing (DRS ordering and fair preemption) and fair-share credits.
 
-Printed per policy: wall seconds, jobs finished, utilization, mean and p95 wait, Jain's fairness, preemptions.
+Printed per policy: wall seconds, jobs finished, utilization, mean and p95 wait, Jain's fairness, preemptions and the
+GPU-hours they lost. `--victims spec` orders victims by the spec alone (default: checkpoint-aware, kuota's rule).
 
     .venv/bin/python bench/replay_itp.py [--limit N] [--gpus 1600] [--policies fifo-no-borrowing,borrowing,...]
+        [--victims checkpoint-aware|spec]
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=1600)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--victims", choices=("checkpoint-aware", "spec"), default="checkpoint-aware")
     args = parser.parse_args()
 
     base = config_for("borrowing", {name: 1 for name in CLUSTERS})
@@ -95,12 +98,12 @@ def main() -> None:
     print("nominal GPUs per team:", ", ".join(f"{k[-2:]}={v}" for k, v in quotas.items()))
     header = (
         f"{'policy':<20}{'wall s':>8}{'finished':>10}{'util':>7}{'mean wait s':>13}{'p95 wait s':>12}"
-        f"{'Jain':>7}{'preempt':>9}"
+        f"{'Jain':>7}{'preempt':>9}{'lost GPU-h':>12}"
     )
     rows = []
     for policy in args.policies.split(","):
         config = config_for(policy, quotas)
-        result = replay(config, jobs)
+        result = replay(config, jobs, checkpoint_aware_victims=args.victims == "checkpoint-aware")
         summary = result.summary()
         waits = [w for s in result.stats.teams.values() for w in s.waits_ms]
         mean = statistics.fmean(waits) / 1000 if waits else 0.0
@@ -109,9 +112,11 @@ def main() -> None:
         rows.append(
             f"{policy:<20}{result.wall_seconds:>8.1f}{summary['finished']:>10}{summary['utilization']:>7.1%}"
             f"{mean:>13.0f}{p95:>12.0f}{summary['jain_fairness']:>7.3f}{preemptions:>9}"
+            f"{summary['lost_gpu_hours']:>12,.1f}"
         )
         print(rows[-1], flush=True)
     print()
+    print(f"victims: {args.victims}")
     print(header)
     for row in rows:
         print(row)

@@ -42,6 +42,7 @@ _DEADLINE = 0
 _ELIGIBLE = 1
 _READY = 2
 PODS_READY_TIMEOUT = PreemptionReason.PODS_READY_TIMEOUT
+_PROTECTION_ENDS = 3
 BACKOFF_BASE_MS = 10_000
 BACKOFF_MAX_MS = 600_000
 
@@ -87,8 +88,13 @@ class Controller:
         *,
         backoff_base_ms: int = BACKOFF_BASE_MS,
         backoff_max_ms: int = BACKOFF_MAX_MS,
+        checkpoint_aware_victims: bool = True,
     ) -> None:
+        """`checkpoint_aware_victims`: between victims the spec's order leaves equal, the most recently
+        checkpointed goes first; off, the spec's order alone (names break those ties)."""
         self.manager = QueueManager(config, park_equivalent=True)
+        if checkpoint_aware_victims:
+            self.manager.checkpoints = self.last_checkpoint_at
         self.cluster = cluster
         self.timers = timers
         self.journal: Journal = journal if journal is not None else NullJournal()
@@ -108,6 +114,7 @@ class Controller:
         self._serial: dict[str, str] = {}
         """Teams under a blockAdmission block → their scope (the config `_serial_for` says)."""
         self._serial_for: QuotaConfig | None = None
+        self._protection_reminders: set[int] = set()
 
     @property
     def config(self) -> QuotaConfig:
@@ -302,7 +309,12 @@ class Controller:
     def tick(self, now: int) -> None:
         """Act on what is due: checkpoint deadlines and the end of requeue backoffs."""
         while self._due and self._due[0][0] <= now:
-            _, kind, name = heapq.heappop(self._due)
+            at, kind, name = heapq.heappop(self._due)
+            if kind == _PROTECTION_ENDS:
+                # A minimum runtime that kept a parked head from preempting is over: the next cycle looks again.
+                self._protection_reminders.discard(at)
+                self.dirty = True
+                continue
             track = self.tracking.get(name)
             if track is None:
                 continue
@@ -365,6 +377,10 @@ class Controller:
             if self.manager.state.get(name) is State.EVICTING and (track is None or track.eviction is None):
                 started += 1
                 self._start_eviction(self.manager.workloads[name], eviction.preemptor.name, eviction.reason, now)
+        wake = self.manager.next_protection_end()
+        if wake is not None and wake > now and wake not in self._protection_reminders:
+            self._protection_reminders.add(wake)
+            self._remind(wake, _PROTECTION_ENDS, "")
         self.journal.cycle(len(result.decisions), admitted, preempting, elapsed, now)
         if admitted or started:
             # The next heads deserve a look right away; a cycle that only waits for victims already leaving
@@ -423,6 +439,18 @@ class Controller:
         self.journal.admitted(workload, track.attempt, usage, self.borrowed(workload.team, usage), now)
         self._await_ready(workload, now, first=True)
         self.cluster.admit(workload, admission.flavors, admission.counts, track.resume_from)
+
+    def last_checkpoint_at(self, workload: Workload) -> int | None:
+        """When a running workload last saved its work: a checkpoint it reported or acked, or one the cluster
+        knows of (None: not since its admission)."""
+        track = self.tracking.get(workload.name)
+        mine = track.last_checkpoint_at if track is not None else None
+        if mine is not None and track is not None and track.admitted_at is not None and mine <= track.admitted_at:
+            mine = None  # set at admission: nothing saved yet
+        theirs = self.cluster.last_checkpoint_at(workload)
+        if mine is None or (theirs is not None and theirs > mine):
+            return theirs
+        return mine
 
     def borrowed(self, team: str, usage: Mapping[FlavorResource, int]) -> dict[FlavorResource, int]:
         """What this admission takes above the team's nominal quota (the team's usage already includes it)."""

@@ -6,14 +6,14 @@ scheduling loop (queues/loop.py) wraps it with events, clocks and a Cluster.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from fractions import Fraction
 
 from admission.cycle import CycleResult, Decision, Verdict, run_cycle
 from admission.running import RunningWorkloads
-from admission.snapshot import Snapshot
+from admission.snapshot import Snapshot, iso_time
 from admission.workload import Admission, Workload
 from queues.pending import TeamQueue
 from quota.config import QueueingStrategy, QuotaConfig
@@ -68,6 +68,13 @@ class QueueManager:
         self.preemptions: dict[str, Preemption] = {}
         """Last preemption issued per victim (who asked it to leave and why)."""
         self.cycles = 0
+        self.checkpoints: Callable[[Workload], int | None] | None = None
+        """When a running workload last checkpointed, for the victim order's tie-break (unset: the spec's order)."""
+        self.time_text: Callable[[int], str] = iso_time
+        """How messages show a time of this manager's clock."""
+        self.protection_waits: dict[str, int] = {}
+        """Head parked because every victim it needs is still within its minimum runtime → when the first of the
+        minimum runtimes it met ends; then its cohort's parked work looks again."""
         # Running work and its usage, kept current so a snapshot is a copy rather than a recount.
         self.live = self.tree.copy()
         self.running_by_team: dict[str, RunningWorkloads] = {t.name: RunningWorkloads() for t in config.teams}
@@ -144,12 +151,16 @@ class QueueManager:
     ) -> CycleResult:
         """Run one cycle over the current heads and apply its decisions at time `now`. `serial` maps teams to
         scopes that admit at most one workload per cycle (gang readiness's blockAdmission)."""
+        self._protections_ended(now)
         heads = self.heads()
         if heads:
             # The cycle runs on the live tree: what it charges is taken back, and `apply` charges what stays.
             snapshot = Snapshot.of_running(
                 self.config, self.live, self.running_by_team, self.usage, factors, share_tree=True
             )
+            snapshot.now = now
+            snapshot.checkpoints = self.checkpoints
+            snapshot.time_text = self.time_text
             try:
                 result = run_cycle(snapshot, heads)
             finally:
@@ -188,6 +199,8 @@ class QueueManager:
                     self._awaited_by.setdefault(victim, set()).add(name)
             elif decision.verdict.inadmissible:
                 queue.park(name)
+                if decision.wait_until is not None:
+                    self.protection_waits[name] = decision.wait_until
                 if self.park_equivalent:
                     queue.park_equivalent(workload)
                     if queue.strategy is QueueingStrategy.STRICT_FIFO:
@@ -255,6 +268,7 @@ class QueueManager:
         self.delayed.discard(name)
         self.deactivated.discard(name)
         self.messages.pop(name, None)
+        self.protection_waits.pop(name, None)
         if state in (State.ADMITTED, State.EVICTING):
             self._capacity_changed(workload.team)
 
@@ -320,6 +334,22 @@ class QueueManager:
                 waiting.discard(preemptor)
                 if not waiting:
                     del self._awaited_by[victim]
+
+    def next_protection_end(self) -> int | None:
+        """When a parked head's answer may change because a minimum runtime ends (None: none waits)."""
+        return min(self.protection_waits.values(), default=None)
+
+    def _protections_ended(self, now: int) -> None:
+        """Minimum runtimes that kept victims from parked heads are over: those heads (and their cohort) look again."""
+        if not self.protection_waits:
+            return
+        for name, until in list(self.protection_waits.items()):
+            if until > now:
+                continue
+            del self.protection_waits[name]
+            workload = self.workloads.get(name)
+            if workload is not None and self.state.get(name) is State.PENDING and workload.team in self.queues:
+                self._capacity_changed(workload.team)
 
     def _capacity_changed(self, team: str) -> None:
         node = self.tree.teams[team]

@@ -144,12 +144,34 @@ class Flavor(_Model):
     tolerations: tuple[Toleration, ...] = ()
 
 
+class MinRuntime(_Model):
+    """How long an admitted workload runs before it may be preempted (since its latest admission).
+
+    Written `minRuntime: 2h`, or `minRuntime: {duration: 2h, exceptReclaim: true}` to let a team take back
+    nominal quota it lent (a victim whose preemption reason is CohortReclamation) even from protected work.
+    """
+
+    duration: DurationMs
+    except_reclaim: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value: Any) -> Any:
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            return {"duration": value}
+        if value is None or isinstance(value, bool | float):
+            raise ValueError(f"{value!r} is not a duration; give `2h` or `{{duration: 2h, exceptReclaim: true}}`")
+        return value
+
+
 class PriorityClass(_Model):
     name: str
     value: int
     default: bool = False
     preemptible: bool = True
     checkpoint_timeout: DurationMs = DEFAULT_CHECKPOINT_TIMEOUT_MS
+    min_runtime: MinRuntime | None = None
+    """None (or a duration of 0): preemptible as soon as admitted."""
     description: str = ""
 
 
@@ -277,6 +299,8 @@ class Team(_QuotaHolder):
     flavor_fungibility: FlavorFungibility = Field(default_factory=FlavorFungibility)
     wait_for_pods_ready: WaitForPodsReady | None = None
     """This team's gang readiness; overrides the file's `waitForPodsReady` for the team's workloads."""
+    min_runtime: MinRuntime | None = None
+    """Replaces the priority classes' minRuntime for this team's workloads (`0s`: none)."""
 
 
 class Namespace(_Model):
@@ -345,6 +369,18 @@ class QuotaConfig(_Model):
         if found is not None and found.wait_for_pods_ready is not None:
             return found.wait_for_pods_ready, team
         return self.wait_for_pods_ready, None
+
+    def min_runtime(self, team: str, priority_class: str | None) -> MinRuntime | None:
+        """The protection of a workload of `team` and `priority_class` (its team's, else its class's, else the
+        default class's); None when it has none."""
+        owner = next((t for t in self.teams if t.name == team), None)
+        found = owner.min_runtime if owner is not None else None
+        if found is None:
+            klass = self.priority_class(priority_class) if priority_class is not None else None
+            if klass is None:
+                klass = self.default_priority_class()
+            found = klass.min_runtime if klass is not None else None
+        return found if found is not None and found.duration > 0 else None
 
     def team_for_queue(self, queue: str) -> Team | None:
         return next((t for t in self.teams if queue in t.queues), None)

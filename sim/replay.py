@@ -105,6 +105,8 @@ class ReplayResult:
             "jain_fairness": figures["jain_fairness"],
             "wall_seconds": round(self.wall_seconds, 2),
             "makespan_hours": figures["makespan_hours"],
+            "lost_gpu_hours": figures["lost_gpu_hours"],
+            "victims": "checkpoint-aware" if self.simulation.controller.manager.checkpoints is not None else "spec",
             "teams": figures["teams"],
             "kinds": self.kinds.summary(),
         }
@@ -209,6 +211,7 @@ async def replay_streaming(
     start_delay_ms: int = 0,
     on_progress: Callable[[int, int], None] | None = None,
     instants: int = 2_000,
+    checkpoint_aware_victims: bool = True,
 ) -> ReplayResult:
     """`replay`, pausing every `instants` instants to `flush` what the journal has (the ledger's writer), so that a
     run stopped midway has written everything up to its last pause; the decisions are those of `replay`."""
@@ -219,6 +222,7 @@ async def replay_streaming(
         sim_jobs(config, trace, hook_delay_ms, start_delay_ms),
         Journals(kinds, journal),
         on_progress=on_progress,
+        checkpoint_aware_victims=checkpoint_aware_victims,
     )
     kinds.measured = simulation.stats.measured
     while simulation.step(instants):
@@ -235,9 +239,14 @@ def replay(
     hook_delay_ms: int | None = DEFAULT_HOOK_DELAY_MS,
     start_delay_ms: int = 0,
     on_progress: Callable[[int, int], None] | None = None,
+    checkpoint_aware_victims: bool = True,
 ) -> ReplayResult:
+    """`checkpoint_aware_victims`: victims the spec's order leaves equal go most recent checkpoint first (off:
+    the spec's order alone)."""
     jobs = sim_jobs(config, trace, hook_delay_ms, start_delay_ms)
-    return replay_jobs(config, jobs, journal=journal, on_progress=on_progress)
+    return replay_jobs(
+        config, jobs, journal=journal, on_progress=on_progress, checkpoint_aware_victims=checkpoint_aware_victims
+    )
 
 
 def replay_jobs(
@@ -246,12 +255,15 @@ def replay_jobs(
     *,
     journal: Journal | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    checkpoint_aware_victims: bool = True,
 ) -> ReplayResult:
     """`replay` of jobs already made for the simulated cluster (a trace's, or the ledger's history)."""
     started = time.perf_counter()
     kinds = KindStats()
     journals = Journals(kinds, journal) if journal is not None else kinds
-    simulation = Simulation(config, jobs, journals, on_progress=on_progress)
+    simulation = Simulation(
+        config, jobs, journals, on_progress=on_progress, checkpoint_aware_victims=checkpoint_aware_victims
+    )
     kinds.measured = simulation.stats.measured
     stats = simulation.run()
     return ReplayResult(stats, time.perf_counter() - started, simulation, kinds)

@@ -7,7 +7,7 @@ outside the project run, so every field here is named as the spec names it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -51,6 +51,8 @@ class AdmittedSpec(_Strict):
     at: Decimal = Decimal(0)
     flavors: dict[str, str | dict[str, str]]
     counts: dict[str, int] | None = None
+    checkpointed_at: Decimal | None = Field(default=None, alias="checkpointedAt")
+    """kuota's extension: when the running workload last checkpointed (seconds; absent: never since `at`)."""
 
 
 class WorkloadSpec(_Strict):
@@ -68,6 +70,9 @@ class ScenarioSpec(_Strict):
     name: str = ""
     config: dict[str, Any]
     workloads: list[WorkloadSpec] = Field(default_factory=list)
+    now: Decimal | None = None
+    """kuota's extension: the time (seconds) of the first cycle, each later one a second after; absent: a second
+    after the latest time the file mentions. Only minimum runtimes read it."""
 
 
 class ScenarioError(ValueError):
@@ -81,6 +86,8 @@ class Scenario:
     workloads: list[Workload]
     clock_ms: int
     """A time after everything the file mentions: new admissions count as the most recent."""
+    checkpoints: Mapping[str, int] = field(default_factory=dict)
+    """Running workload → when it last checkpointed (ms)."""
 
 
 def load_scenario_text(text: str, source: str = "") -> Scenario:
@@ -135,6 +142,7 @@ def _build(spec: ScenarioSpec, config: QuotaConfig, lines: LineMap, source: str)
     default_class = config.default_priority_class()
     seen: set[str] = set()
     workloads: list[Workload] = []
+    checkpoints: dict[str, int] = {}
     latest = 0
     for index, ws in enumerate(spec.workloads):
         base: Path = ("workloads", index)
@@ -177,6 +185,12 @@ def _build(spec: ScenarioSpec, config: QuotaConfig, lines: LineMap, source: str)
         if ws.admitted is not None:
             admission = _admission(ws.admitted, pod_sets, flavors, (*base, "admitted"), problem)
             latest = max(latest, _seconds_to_ms(ws.admitted.at))
+            if ws.admitted.checkpointed_at is not None:
+                checkpointed = _seconds_to_ms(ws.admitted.checkpointed_at)
+                if checkpointed < _seconds_to_ms(ws.admitted.at):
+                    problem((*base, "admitted", "checkpointedAt"), "a checkpoint cannot come before the admission")
+                checkpoints[ws.name] = checkpointed
+                latest = max(latest, checkpointed)
         workloads.append(
             Workload(
                 name=ws.name,
@@ -190,9 +204,14 @@ def _build(spec: ScenarioSpec, config: QuotaConfig, lines: LineMap, source: str)
                 admission=admission,
             )
         )
+    clock = latest + 1000
+    if spec.now is not None:
+        clock = _seconds_to_ms(spec.now)
+        if clock < latest:
+            problem(("now",), "`now` comes before a time the file mentions (createdAt, admitted.at, checkpointedAt)")
     if problems:
         raise ScenarioError(ConfigError(problems, source).render().replace("quota configuration", "scenario"))
-    return Scenario(spec.name, config, workloads, latest + 1000)
+    return Scenario(spec.name, config, workloads, clock, checkpoints)
 
 
 def _admission(
@@ -234,6 +253,8 @@ def _admission(
 
 def run_scenario(scenario: Scenario, cycles: int = 1, until_idle: bool = False) -> dict[str, Any]:
     manager = QueueManager(scenario.config)
+    manager.checkpoints = lambda workload: scenario.checkpoints.get(workload.name)
+    manager.time_text = _scenario_time
     initially_admitted = set()
     for workload in scenario.workloads:
         manager.add(workload)
@@ -260,6 +281,12 @@ def run_scenario(scenario: Scenario, cycles: int = 1, until_idle: bool = False) 
         if until_idle and not changed and not _evicting(manager):
             break
     return {"cycles": ran, "workloads": _report(manager, preempted, newly_admitted)}
+
+
+def _scenario_time(ms: int) -> str:
+    """A time on the scenario's clock, in seconds as the file writes them."""
+    seconds, rest = divmod(ms, 1000)
+    return f"{seconds}s" if not rest else f"{seconds}.{rest:03d}s"
 
 
 def _evicting(manager: QueueManager) -> list[str]:

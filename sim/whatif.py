@@ -52,10 +52,11 @@ class Run:
         return {team: {key: figures[key] for key in FIGURES} for team, figures in teams.items()}
 
 
-def run_side(label: str, source: str, config: QuotaConfig, jobs: Sequence[HistoryJob]) -> Run:
-    """Replay the jobs under one quota file (module-level: it may run in a worker process)."""
+def run_side(label: str, source: str, config: QuotaConfig, jobs: Sequence[HistoryJob], aware: bool = True) -> Run:
+    """Replay the jobs under one quota file (module-level: it may run in a worker process); `aware`: victims the
+    spec leaves equal go most recent checkpoint first, as `kuota simulate --victims` chooses."""
     sim_jobs, left_out = sim_jobs_of(config, jobs)
-    result = replay_jobs(config, sim_jobs)
+    result = replay_jobs(config, sim_jobs, checkpoint_aware_victims=aware)
     return Run(label, source, result.summary(), result.report_data(f"{label}: {source}"), left_out, result.wall_seconds)
 
 
@@ -107,19 +108,20 @@ def compare(
     start: datetime,
     end: datetime,
     parallel_from: int | None = None,
+    aware: bool = True,
 ) -> Comparison:
     """Replay the extracted jobs under both quota files ((config, where it came from) each). From `parallel_from`
     jobs on (None: never), the proposal replays in a second process while this one replays the baseline; the
     replays are deterministic, so where they run changes no figure."""
     jobs = extraction.jobs
     if parallel_from is None or len(jobs) < parallel_from:
-        base = run_side("baseline", baseline[1], baseline[0], jobs)
-        new = run_side("proposal", proposal[1], proposal[0], jobs)
+        base = run_side("baseline", baseline[1], baseline[0], jobs, aware)
+        new = run_side("proposal", proposal[1], proposal[0], jobs, aware)
         return Comparison(start, end, extraction, base, new)
     # spawn, not fork: the caller may run an event loop or threads that a forked child must not inherit.
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        pending = pool.submit(run_side, "proposal", proposal[1], proposal[0], jobs)
-        base = run_side("baseline", baseline[1], baseline[0], jobs)
+        pending = pool.submit(run_side, "proposal", proposal[1], proposal[0], jobs, aware)
+        base = run_side("baseline", baseline[1], baseline[0], jobs, aware)
         new = pending.result()
     return Comparison(start, end, extraction, base, new)
 
@@ -161,10 +163,11 @@ def whatif_from_ledger(
     hook_delay_ms: int | None = DEFAULT_HOOK_DELAY_MS,
     proposal_source: str = "proposal",
     parallel_from: int | None = None,
+    aware: bool = True,
 ) -> Comparison:
     """Read the window from the ledger at `url` and compare; `baseline` ((text, source)) overrides the recorded
-    file, `fallback` stands in when the ledger records none. Raises WhatIfError on bad input; database errors
-    propagate."""
+    file, `fallback` stands in when the ledger records none; `aware` as in `run_side`. Raises WhatIfError on bad
+    input; database errors propagate."""
     if start >= end:
         raise WhatIfError(f"the window is empty: {start.isoformat()} is not before {end.isoformat()}")
     proposal = load_proposal(proposal_text, proposal_source)
@@ -178,7 +181,13 @@ def whatif_from_ledger(
         raise WhatIfError(f"no workload created in [{start.isoformat()}, {end.isoformat()}) can be replayed")
     base = load_proposal(chosen[0], chosen[1])
     return compare(
-        extraction, (base, chosen[1]), (proposal, proposal_source), start=start, end=end, parallel_from=parallel_from
+        extraction,
+        (base, chosen[1]),
+        (proposal, proposal_source),
+        start=start,
+        end=end,
+        parallel_from=parallel_from,
+        aware=aware,
     )
 
 

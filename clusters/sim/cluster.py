@@ -135,6 +135,7 @@ class Simulation:
         *,
         backoff_base_ms: int = 10_000,
         on_progress: Callable[[int, int], None] | None = None,
+        checkpoint_aware_victims: bool = True,
     ) -> None:
         self.now = 0
         self.jobs = {job.workload.name: job for job in jobs}
@@ -150,7 +151,10 @@ class Simulation:
             _Timers(self),
             journals,
             backoff_base_ms=backoff_base_ms,
+            checkpoint_aware_victims=checkpoint_aware_victims,
         )
+        # Messages show virtual time as seconds since the start of the replay.
+        self.controller.manager.time_text = lambda ms: f"{ms // 1000}s"
         self.stats.bind(self)
         self.on_progress = on_progress
         self._stepping = False
@@ -349,6 +353,7 @@ class SimulationStats(NullJournal):
         makespan_ms = max(1, self.last_event - start)
         capacity = _gpu_capacity(self.config)
         used = sum(s.gpu_ms for s in self.teams.values())
+        lost = sum(s.lost_gpu_milliseconds for s in self.teams.values())
         utilization = used / (capacity * makespan_ms) if capacity else 0.0
         credits = self.sim.controller.credits.credits(self.last_at) if self.sim is not None else {}
         teams: dict[str, dict[str, object]] = {}
@@ -365,6 +370,7 @@ class SimulationStats(NullJournal):
                 "borrowed_gpu_hours": round(s.borrowed_gpu_ms / 1000 / 3_600_000, 2),
                 "preemptions": s.preemptions,
                 "lost_gpu_seconds": round(s.lost_gpu_milliseconds / 1000, 1),
+                "lost_gpu_hours": round(s.lost_gpu_milliseconds / 1000 / 3600, 2),
                 "credit": float(round(credit.credit, 4)) if credit is not None else 0.0,
             }
         return {
@@ -373,6 +379,7 @@ class SimulationStats(NullJournal):
             "utilization": round(utilization, 4),
             "jain_fairness": round(self.jain(), 4),
             "makespan_hours": round(makespan_ms / 3_600_000, 2),
+            "lost_gpu_hours": round(lost / 1000 / 3600, 2),
             "teams": teams,
         }
 

@@ -19,6 +19,11 @@ class TraceFormat(StrEnum):
     csv = "csv"
 
 
+class VictimOrder(StrEnum):
+    checkpoint_aware = "checkpoint-aware"
+    spec = "spec"
+
+
 def register(app: typer.Typer) -> None:
     app.command(name="simulate")(simulate)
 
@@ -55,9 +60,18 @@ def simulate(
         typer.Option("--database-url", help="Persist the run in this ledger (postgresql://… or sqlite:///…)."),
     ] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
+    victims: Annotated[
+        VictimOrder,
+        typer.Option(
+            "--victims",
+            help="Victims the spec's order leaves equal: most recent checkpoint first (checkpoint-aware), or by "
+            "name (spec).",
+        ),
+    ] = VictimOrder.checkpoint_aware,
 ) -> None:
     """Replay a trace with kuota's real queue manager, engine and controller on a virtual clock; print per-team
-    figures (jobs, GPU-hours, waits, share of capacity, borrowing, preemptions, lost GPU-seconds, credits)."""
+    figures (jobs, GPU-hours, waits, share of capacity, borrowing, preemptions, lost GPU-seconds, credits) and the
+    GPU-hours preemptions lost."""
     from quota.duration import DurationError, parse_duration_ms
     from quota.loader import ConfigError, load_config_file
     from sim.traces import TraceError, default_mapping, load_mapping, read_trace_detailed
@@ -79,14 +93,14 @@ def simulate(
         raise typer.Exit(2)
     sys.stderr.write(f"{trace}: {read.summary()}\n")
 
+    aware = victims is VictimOrder.checkpoint_aware
+    show = progress and not as_json
     if database_url is not None:
         text = config.read_text(encoding="utf-8")
-        show = progress and not as_json
-        result = _run_with_ledger(
-            quota, read.jobs, database_url, int(hook_delay * 1000), start_delay_ms, show, (text, str(config))
-        )
+        timing = (int(hook_delay * 1000), start_delay_ms)
+        result = _run_with_ledger(quota, read.jobs, database_url, timing, show, (text, str(config)), aware)
     else:
-        result = _run(quota, read.jobs, int(hook_delay * 1000), start_delay_ms, None, progress and not as_json)
+        result = _run(quota, read.jobs, int(hook_delay * 1000), start_delay_ms, None, show, aware)
     summary = result.summary()
     if report is not None:
         path = _write_report(result, report, trace.name)
@@ -97,7 +111,9 @@ def simulate(
         _print_summary(summary, wide=wide)
 
 
-def _run(quota: Any, jobs: Any, hook_delay_ms: int, start_delay_ms: int, journal: Any, show_progress: bool) -> Any:
+def _run(
+    quota: Any, jobs: Any, hook_delay_ms: int, start_delay_ms: int, journal: Any, show_progress: bool, aware: bool
+) -> Any:
     from sim.replay import replay
 
     with _progress(len(jobs), show_progress) as on_progress:
@@ -108,6 +124,7 @@ def _run(quota: Any, jobs: Any, hook_delay_ms: int, start_delay_ms: int, journal
             hook_delay_ms=hook_delay_ms,
             start_delay_ms=start_delay_ms,
             on_progress=on_progress,
+            checkpoint_aware_victims=aware,
         )
 
 
@@ -129,13 +146,14 @@ def _run_with_ledger(
     quota: Any,
     jobs: Any,
     url: str,
-    hook_delay_ms: int,
-    start_delay_ms: int,
+    timing: tuple[int, int],
     show_progress: bool,
     config: tuple[str, str],
+    aware: bool,
 ) -> Any:
     """The replay, written to the ledger as it runs; the quota file is recorded as applied at virtual time 0, so
-    `kuota whatif` finds the file that was in force."""
+    `kuota whatif` finds the file that was in force. `timing`: the hook delay and the pods' start delay (ms)."""
+    hook_delay_ms, start_delay_ms = timing
     import asyncio
     from datetime import UTC, datetime
 
@@ -163,7 +181,7 @@ def _run_with_ledger(
             with _progress(len(jobs), show_progress) as on_progress:
                 result = await replay_streaming(
                     quota, jobs, journal=journal, flush=ledger.flush, hook_delay_ms=hook_delay_ms,
-                    start_delay_ms=start_delay_ms, on_progress=on_progress,
+                    start_delay_ms=start_delay_ms, on_progress=on_progress, checkpoint_aware_victims=aware,
                 )  # fmt: skip
         finally:
             await ledger.close()
@@ -206,7 +224,7 @@ def _print_summary(summary: dict[str, Any], *, wide: bool = False) -> None:
     console.print(
         f"jobs {summary['jobs']}, finished {summary['finished']}, utilization {summary['utilization']:.1%}, "
         f"Jain's fairness {summary['jain_fairness']:.3f}, makespan {summary['makespan_hours']} h, "
-        f"wall {summary['wall_seconds']} s"
+        f"lost {summary['lost_gpu_hours']:,} GPU-h ({summary['victims']} victims), wall {summary['wall_seconds']} s"
     )
 
 

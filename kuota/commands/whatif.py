@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from kuota.commands.migrate import DatabaseURLOption, database_url_or_exit, fail, shown
+from kuota.commands.simulate import VictimOrder
 
 HELP = (
     "Replay the workloads the ledger saw created in [--from, --to) under the quota file that was in force at --from "
@@ -54,6 +55,15 @@ def whatif_command(
     ] = 10.0,
     report: Annotated[Path | None, typer.Option("--report", metavar="DIR", help="Write DIR/report.html.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as one JSON object.")] = False,
+    victims: Annotated[
+        VictimOrder,
+        typer.Option(
+            "--victims",
+            help="Victims the spec's order leaves equal: most recent checkpoint first (checkpoint-aware), or by "
+            "name (spec). The ledger does not record periodic checkpoints, so only spec replays a run of kuota "
+            "simulate exactly.",
+        ),
+    ] = VictimOrder.checkpoint_aware,
 ) -> None:
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -77,6 +87,7 @@ def whatif_command(
             hook_delay_ms=int(hook_delay * 1000),
             proposal_source=str(config),
             parallel_from=PARALLEL_FROM if (os.cpu_count() or 1) > 1 else None,
+            aware=victims is VictimOrder.checkpoint_aware,
         )
     except WhatIfError as exc:
         fail(str(exc))

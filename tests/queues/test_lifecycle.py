@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from admission.workload import Workload
 from clusters.sim.cluster import SimJob, Simulation
 from queues.journal import RecordingJournal
 from queues.manager import State
 from quota.loader import load_config_text
-from quota.pod_set import PodSet
+from tests.queues.gpu_jobs import MIN, gpu_job
 
 CONFIG = """
 flavors: [{name: a100, nodeLabels: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}}]
@@ -31,24 +30,9 @@ teams:
     quotas: [{flavor: a100, resources: {nvidia.com/gpu: {nominal: 4}}}]
 """
 
-MIN = 60_000
-
 
 def job(name: str, team: str, gpus: int, at: int, minutes: int, klass: str = "research", **kw: object) -> SimJob:
-    config = load_config_text(CONFIG)
-    pc = config.priority_class(klass)
-    assert pc is not None
-    workload = Workload(
-        name=name,
-        team=team,
-        priority=pc.value,
-        pod_sets=(PodSet("main", 1, {"nvidia.com/gpu": gpus * 1000}),),
-        created_at=at,
-        queue=f"{team}/default",
-        priority_class=klass,
-        preemptible=pc.preemptible,
-    )
-    return SimJob(workload, at, minutes * MIN, **kw)  # type: ignore[arg-type]
+    return gpu_job(load_config_text(CONFIG), name, team, gpus, at, minutes, klass, **kw)
 
 
 def simulate(*jobs: SimJob) -> tuple[Simulation, RecordingJournal]:

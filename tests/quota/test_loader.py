@@ -165,6 +165,32 @@ BASE = "flavors: [{name: f}]\ncohorts: [{name: c}]\n"
             "priorityClasses[0].checkpointTimeout (line 4): '100000000h' is longer than 100 years",
         ),
         ("fairSharing: {usageHalfLife: 10000000000s}", "longer than 100 years, the longest duration kuota accepts"),
+        # minRuntime: the bounds of checkpointTimeout, both spellings checked field by field.
+        (
+            "priorityClasses:\n  - {name: a, value: 1, minRuntime: 100000000h}",
+            "priorityClasses[0].minRuntime.duration (line 4): '100000000h' is longer than 100 years",
+        ),
+        (
+            "priorityClasses:\n  - name: a\n    value: 1\n    minRuntime: {duration: 1h, exceptReclaim: maybe}",
+            "priorityClasses[0].minRuntime.exceptReclaim (line 6): Input should be a valid boolean",
+        ),
+        (
+            "priorityClasses:\n  - {name: a, value: 1, minRuntime: {exceptReclaim: true}}",
+            "priorityClasses[0].minRuntime.duration (line 4): Field required",
+        ),
+        (
+            "priorityClasses:\n  - {name: a, value: 1, minRuntime: {duration: 1h, except: true}}",
+            "priorityClasses[0].minRuntime.except (line 4): unknown field",
+        ),
+        (
+            "priorityClasses:\n  - {name: a, value: 1, minRuntime: true}",
+            "priorityClasses[0].minRuntime (line 4): True is not a duration",
+        ),
+        (
+            "teams:\n  - name: t\n    minRuntime: 2 hours",
+            "teams[0].minRuntime.duration (line 5): '2 hours' is not a duration",
+        ),
+        ("teams:\n  - name: t\n    minRuntime: -5", "teams[0].minRuntime.duration (line 5): -5 is negative"),
     ],
 )
 def test_rules(body: str, expected: str) -> None:
