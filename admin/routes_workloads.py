@@ -7,6 +7,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import structlog
+
 from accounting import repository
 from accounting.events import AuditEntry, JsonValue
 from accounting.records import PreemptionRecord
@@ -30,6 +32,7 @@ from quota.quantity import format_resource
 
 router = Router()
 log = logging.getLogger(__name__)
+actions = structlog.get_logger("kuota.admin")
 WORKLOAD_PATH = "/api/v1/workloads/{namespace}/{name}"
 KIND_WORKLOAD_PATH = "/api/v1/workloads/{kind}/{namespace}/{name}"
 
@@ -172,11 +175,11 @@ def _snapshot(controller: ControllerReader, name: str) -> dict[str, JsonValue]:
 
 def audit(runtime: RuntimePort, actor: str, action: str, target: str, before: JsonValue, after: JsonValue) -> None:
     entry = AuditEntry(actor=actor, action=action, target=target, before=before, after=after, at=datetime.now(UTC))
-    if runtime.ledger is None:
-        # Without a ledger the log is the only record; the action itself was allowed, so it still happens.
-        log.warning("audit (no ledger): %s %s %s before=%s after=%s", actor, action, target, before, after)
-        return
-    runtime.ledger.record(entry)
+    # One log line per action, whatever else records it (the ledger's audit table, when there is a ledger).
+    actions.info("admin_action", actor=actor, action=action, target=target, before=before, after=after,
+                 recorded=runtime.ledger is not None)  # fmt: skip
+    if runtime.ledger is not None:
+        runtime.ledger.record(entry)
 
 
 @_on_both_paths(

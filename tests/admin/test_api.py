@@ -179,3 +179,17 @@ def test_readiness_says_when_the_scheduling_loop_keeps_failing(server: Server) -
     finally:
         server.runtime.loop = previous
     assert requests.get(server.url + "/readyz", timeout=5).json()["scheduling"] in ("running", "standby")
+
+
+def test_every_action_is_one_log_line(server: Server) -> None:
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs:
+        assert server.post("/api/v1/workloads/vision/next/hold", who="vision-lead").status_code == 200
+        assert server.post("/api/v1/workloads/vision/next/release", who="vision-lead").status_code == 200
+    lines = [line for line in logs if line["event"] == "admin_action"]
+    assert [(line["actor"], line["action"], line["target"]) for line in lines] == [
+        ("vision-lead", "hold", "vision/next"),
+        ("vision-lead", "release", "vision/next"),
+    ]
+    assert lines[0]["after"]["held"] is True and lines[0]["recorded"] is True
