@@ -33,6 +33,7 @@ commands:
   kube-scheduler            kube-scheduler's own command
   kwok                      kwok's own command
   kubectl                   kubectl, so the tests need no kubectl of the machine's
+  helm                      helm (v4), for config/helm's chart, likewise
   version                   the Kubernetes version this binary was built from
 `
 
@@ -69,6 +70,8 @@ func main() {
 		if err := cli.RunNoErrOutput(kubectl.NewDefaultKubectlCommand()); err != nil {
 			kubectlutil.CheckErr(err)
 		}
+	case "helm":
+		os.Exit(runHelm(args))
 	case "version":
 		fmt.Println(kubernetesVersion())
 	case "-h", "--help", "help":
