@@ -49,6 +49,7 @@ NAMESPACED = [
     ("rolebinding", FULLNAME),
     ("configmap", f"{FULLNAME}-quota"),
     ("service", f"{FULLNAME}-webhook"),
+    ("service", f"{FULLNAME}-admin"),
     ("deployment", FULLNAME),
     ("poddisruptionbudget", FULLNAME),
 ]
@@ -197,7 +198,10 @@ def check_installed(plane: ControlPlane, namespace: str, ca_pem: bytes) -> None:
     assert found[("role", FULLNAME)]["rules"][1]["resourceNames"] == [f"{FULLNAME}-controller"]
 
     service = found[("service", f"{FULLNAME}-webhook")]
-    assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [("webhook", 443), ("admin", 8080)]
+    assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [("webhook", 443)]
+    admin = found[("service", f"{FULLNAME}-admin")]  # the leader's pod only: it labels itself kuota.dev/leader
+    assert [(p["name"], p["port"]) for p in admin["spec"]["ports"]] == [("admin", 8080)]
+    assert admin["spec"]["selector"]["kuota.dev/leader"] == "true"
     assert found[("poddisruptionbudget", FULLNAME)]["spec"]["minAvailable"] == 1
     bundle = base64.b64encode(ca_pem).decode()
     for kind, name in CLUSTER_SCOPED[2:]:
