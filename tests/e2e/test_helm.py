@@ -134,6 +134,7 @@ def test_install_dry_run_upgrade_and_uninstall(control_plane: ControlPlane, name
 
         quota = yaml.safe_load((DEPLOY / "configmap.yaml").read_text())["data"]["quota.yaml"]
         changed = quota.replace("nominal: 16, borrowingLimit: 8", "nominal: 24, borrowingLimit: 0")
+        assert changed != quota
         new_quota = tmp_path / "quota.yaml"
         new_quota.write_text(changed)
         helm.run(
