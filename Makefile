@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck contracts pytest scenarios bench clean cluster cluster-build try-kuota lock
 
-# kuota-cluster: etcd, kube-apiserver, controller-manager, scheduler, kwok and kubectl, compiled here from
+# kuota-cluster: etcd, kube-apiserver, controller-manager, scheduler, kwok, kubectl and helm, compiled here from
 # Kubernetes' own Go modules, once per source hash, into ~/.cache/kuota-cluster (the first build takes a while).
 cluster-build:
 	@GOTOOLCHAIN=local testing/cluster/build.sh >/dev/null
