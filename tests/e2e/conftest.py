@@ -12,6 +12,7 @@ TLS. Users act as `alice`, impersonated, with the built-in `edit` role in the te
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 import trustme
 import yaml
+from aiohttp import web
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -416,3 +418,25 @@ async def krig(kinds_plane: ControlPlane, tmp_path: Path, request: pytest.Fixtur
     template = HERE / marker.args[0] if marker else QUOTA_TEMPLATE
     async for value in rig_on(kinds_plane, tmp_path, kinds=QUEUED, template=template):
         yield value
+
+
+@contextlib.asynccontextmanager
+async def checkpoint_hook(checkpoint: str) -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
+    """A job's checkpoint URL on 127.0.0.1 that answers every POST with `checkpoint`: its URL, and the requests."""
+    calls: list[dict[str, Any]] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        calls.append(await request.json())
+        return web.json_response({"checkpoint": checkpoint})
+
+    app = web.Application()
+    app.router.add_post("/checkpoint", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}/checkpoint", calls
+    finally:
+        await runner.cleanup()

@@ -15,12 +15,11 @@ import asyncio
 from typing import Any
 
 import pytest
-from aiohttp import web
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from sqlalchemy import text
 
-from tests.e2e.conftest import Rig, eventually
+from tests.e2e.conftest import Rig, checkpoint_hook, eventually
 from tests.kube.kinds import KINDS, KUEUE_SAMPLES, Operator, example, kind, kueue_sample, suspend_body
 
 POOL_A = {"kuota.dev/pool": "a"}
@@ -125,43 +124,34 @@ async def test_a_rayjob_checkpoints_over_its_url_before_a_jobset_takes_its_place
     """The URL hook style on a kind that is not a Job: the victim's checkpoint URL is POSTed, its answer is the
     checkpoint it resumes from; the operator (the test) stops the RayJob once kuota suspends it, and only then
     does the higher-priority JobSet start."""
-    calls: list[dict[str, Any]] = []
-
-    async def checkpoint(request: web.Request) -> web.Response:
-        calls.append(await request.json())
-        return web.json_response({"checkpoint": "s3://ray/step-42"})
-
-    app = web.Application()
-    app.router.add_post("/checkpoint", checkpoint)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/checkpoint"  # type: ignore[union-attr]
-    operator = Operator(krig.admin, krig.namespace)
-    playing = asyncio.create_task(operator.play({"victim": "RayJob", "urgent": "JobSet"}))
-    try:
-        controller = await krig.controller()
-        ray = kind("RayJob")
-        victim = example(
-            "RayJob", "victim", namespace=krig.namespace, cpu="400m", annotations={"kuota.dev/checkpoint-url": url}
-        )
-        await krig.create(victim)  # 2 pods × 400m of the team's 1 CPU
-        await krig.wait("RayJob", "victim", lambda o: not ray.is_suspended(o), "admitted")
-        urgent = example(
-            "JobSet", "urgent", namespace=krig.namespace, cpu="150m", labels={"kuota.dev/priority-class": "high"}
-        )
-        await krig.create(urgent)  # 5 pods × 150m: fits only without the RayJob
-        jobset = kind("JobSet")
-        await krig.wait(
-            "JobSet", "urgent", lambda o: not jobset.is_suspended(o), "admitted once the RayJob stopped", timeout_s=30
-        )
-        assert ray.is_suspended(await krig.get("RayJob", "victim"))
-        assert calls and calls[0]["workload"] == f"RayJob/{krig.namespace}/victim"
-        runtime = controller.runtime
-        assert runtime.controller is not None
-        assert runtime.controller.tracking[f"RayJob/{krig.namespace}/victim"].resume_from == "s3://ray/step-42"
-    finally:
-        playing.cancel()
-        await asyncio.gather(playing, return_exceptions=True)
-        await runner.cleanup()
+    async with checkpoint_hook("s3://ray/step-42") as (url, calls):
+        operator = Operator(krig.admin, krig.namespace)
+        playing = asyncio.create_task(operator.play({"victim": "RayJob", "urgent": "JobSet"}))
+        try:
+            controller = await krig.controller()
+            ray = kind("RayJob")
+            victim = example(
+                "RayJob", "victim", namespace=krig.namespace, cpu="400m", annotations={"kuota.dev/checkpoint-url": url}
+            )
+            await krig.create(victim)  # 2 pods × 400m of the team's 1 CPU
+            await krig.wait("RayJob", "victim", lambda o: not ray.is_suspended(o), "admitted")
+            urgent = example(
+                "JobSet", "urgent", namespace=krig.namespace, cpu="150m", labels={"kuota.dev/priority-class": "high"}
+            )
+            await krig.create(urgent)  # 5 pods × 150m: fits only without the RayJob
+            jobset = kind("JobSet")
+            await krig.wait(
+                "JobSet",
+                "urgent",
+                lambda o: not jobset.is_suspended(o),
+                "admitted once the RayJob stopped",
+                timeout_s=30,
+            )
+            assert ray.is_suspended(await krig.get("RayJob", "victim"))
+            assert calls and calls[0]["workload"] == f"RayJob/{krig.namespace}/victim"
+            runtime = controller.runtime
+            assert runtime.controller is not None
+            assert runtime.controller.tracking[f"RayJob/{krig.namespace}/victim"].resume_from == "s3://ray/step-42"
+        finally:
+            playing.cancel()
+            await asyncio.gather(playing, return_exceptions=True)

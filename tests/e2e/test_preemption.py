@@ -8,9 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from aiohttp import web
-
-from tests.e2e.conftest import Rig, eventually, running, suspended
+from tests.e2e.conftest import Rig, checkpoint_hook, eventually, running, suspended
 
 MERGE = "application/merge-patch+json"
 
@@ -62,22 +60,8 @@ async def test_annotation_handshake_acked_then_preemptor_runs(rig: Rig) -> None:
 
 
 async def test_checkpoint_url_hook_acked(rig: Rig) -> None:
-    calls: list[dict[str, Any]] = []
-
-    async def checkpoint(request: web.Request) -> web.Response:
-        calls.append(await request.json())
-        return web.json_response({"checkpoint": "s3://ckpt/step-1200"})
-
-    app = web.Application()
-    app.router.add_post("/checkpoint", checkpoint)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with checkpoint_hook("s3://ckpt/step-1200") as (url, calls):
         controller = await rig.controller()
-        url = f"http://127.0.0.1:{port}/checkpoint"
         await start_victim_and_preemptor(rig, labels={}, annotations={"kuota.dev/checkpoint-url": url})
         await rig.wait_job("victim", suspended, "suspended after the hook answered")
         await rig.wait_job("urgent", running, "preemptor admitted")
@@ -87,8 +71,6 @@ async def test_checkpoint_url_hook_acked(rig: Rig) -> None:
         track = controller.runtime.controller.tracking[f"Job/{rig.namespace}/victim"]
         assert track.resume_from == "s3://ckpt/step-1200"
         assert "CheckpointTimedOut" not in await rig.reasons("victim")
-    finally:
-        await runner.cleanup()
 
 
 async def test_checkpoint_timeout_suspends_anyway(rig: Rig) -> None:
