@@ -1,0 +1,183 @@
+"""The nodes as the engine sees them: labels, what each can hold, what is already bound to it, whether it takes work.
+
+Only flavors that declare a topology need nodes; for the others kuota counts quota and leaves placement to the
+scheduler. The Kubernetes adapter fills an inventory from its Node and Pod watches, the simulated cluster from
+its own nodes; the engine reads a copy per cycle. Quantities are integer milli-units like everywhere else.
+
+Pure data and arithmetic: no clocks, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: TaintEffect = TaintEffect.NO_SCHEDULE
+
+    @property
+    def repels(self) -> bool:
+        """Whether a pod that does not tolerate it is kept off the node (PreferNoSchedule only discourages)."""
+        return self.effect is not TaintEffect.PREFER_NO_SCHEDULE
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A pod's toleration, as Kubernetes matches it: `key` empty with Exists tolerates every taint."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+    """Empty: every effect."""
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+def tolerated(taints: Iterable[Taint], tolerations: Iterable[Toleration]) -> bool:
+    """Whether pods with `tolerations` may be placed on a node with `taints`."""
+    held = tuple(tolerations)
+    return all(any(t.tolerates(taint) for t in held) for taint in taints if taint.repels)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """One node: its labels, its allocatable resources, and whether it takes new placements."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+    """Per resource, in milli-units (`pods` too: 110 pods is 110,000)."""
+    taints: tuple[Taint, ...] = ()
+    ready: bool = True
+    unschedulable: bool = False
+    """Cordoned: keeps what runs on it, takes nothing new."""
+
+    @property
+    def schedulable(self) -> bool:
+        return self.ready and not self.unschedulable
+
+
+class NodeInventory:
+    """Every known node and, per node, what is bound to it: by owner key (a pod, or a workload's placement).
+
+    An owner's usage on a node is set and cleared as a whole, so replaying a watch (the same pod seen again) or a
+    placement twice never counts anything twice.
+    """
+
+    def __init__(self, nodes: Iterable[NodeState] = ()) -> None:
+        self._nodes: dict[str, NodeState] = {}
+        self._bound: dict[str, dict[str, dict[str, int]]] = {}
+        """node → owner → requests."""
+        self._used: dict[str, dict[str, int]] = {}
+        """node → resource → the sum over its owners."""
+        self._owners: dict[str, set[str]] = {}
+        """owner → the nodes it has usage on."""
+        for node in nodes:
+            self.set_node(node)
+
+    # -- nodes ------------------------------------------------------------------------------------------------
+
+    def set_node(self, node: NodeState) -> None:
+        """Add a node or replace what is known of it; its bindings stay."""
+        self._nodes[node.name] = node
+        self._bound.setdefault(node.name, {})
+        self._used.setdefault(node.name, {})
+
+    def remove_node(self, name: str) -> None:
+        """Forget a deleted node and everything bound to it."""
+        self._nodes.pop(name, None)
+        for owner in self._bound.pop(name, {}):
+            nodes = self._owners.get(owner)
+            if nodes is not None:
+                nodes.discard(name)
+                if not nodes:
+                    del self._owners[owner]
+        self._used.pop(name, None)
+
+    def node(self, name: str) -> NodeState | None:
+        return self._nodes.get(name)
+
+    def __iter__(self) -> Iterator[NodeState]:
+        return iter(self._nodes.values())
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    # -- usage ------------------------------------------------------------------------------------------------
+
+    def bind(self, owner: str, node: str, requests: Mapping[str, int]) -> None:
+        """Set what `owner` holds on `node` (replacing what it held there before)."""
+        self.unbind(owner, node)
+        kept = {r: q for r, q in requests.items() if q > 0}
+        bound = self._bound.setdefault(node, {})
+        bound[owner] = kept
+        used = self._used.setdefault(node, {})
+        for resource, quantity in kept.items():
+            used[resource] = used.get(resource, 0) + quantity
+        self._owners.setdefault(owner, set()).add(node)
+
+    def unbind(self, owner: str, node: str | None = None) -> None:
+        """Clear what `owner` holds on `node`, or on every node when `node` is None."""
+        nodes = self._owners.get(owner)
+        if not nodes:
+            return
+        for name in [node] if node is not None else list(nodes):
+            if name not in nodes:
+                continue
+            nodes.discard(name)
+            held = self._bound.get(name, {}).pop(owner, {})
+            used = self._used.get(name, {})
+            for resource, quantity in held.items():
+                left = used.get(resource, 0) - quantity
+                if left:
+                    used[resource] = left
+                else:
+                    used.pop(resource, None)
+        if not nodes:
+            self._owners.pop(owner, None)
+
+    def owners_on(self, node: str) -> frozenset[str]:
+        return frozenset(self._bound.get(node, {}))
+
+    def nodes_of(self, owner: str) -> frozenset[str]:
+        return frozenset(self._owners.get(owner, ()))
+
+    def used(self, node: str) -> Mapping[str, int]:
+        return self._used.get(node, {})
+
+    def free(self, node: str) -> dict[str, int]:
+        """Allocatable less what is bound, per allocatable resource; never below zero (a node can be overbooked
+        when its allocatable shrinks under running pods)."""
+        state = self._nodes.get(node)
+        if state is None:
+            return {}
+        used = self._used.get(node, {})
+        return {r: max(0, q - used.get(r, 0)) for r, q in state.allocatable.items()}
+
+    def copy(self) -> NodeInventory:
+        """An independent inventory a cycle may bind into and unbind from without touching this one."""
+        other = NodeInventory()
+        other._nodes = dict(self._nodes)
+        other._bound = {n: {o: dict(r) for o, r in owners.items()} for n, owners in self._bound.items()}
+        other._used = {n: dict(r) for n, r in self._used.items()}
+        other._owners = {o: set(ns) for o, ns in self._owners.items()}
+        return other
