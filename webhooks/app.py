@@ -14,9 +14,11 @@ because with failurePolicy Fail an error and a denial block the same Job, but on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 from aiohttp import web
@@ -51,6 +53,15 @@ LEGACY_PATHS = {"mutate": "/mutate/batch/v1/job", "validate": "/validate/batch/v
 #: Object and oldObject of a Job near etcd's 1.5 MiB limit, with room for the review around them.
 MAX_BODY_BYTES = 8 * 1024 * 1024
 
+#: Reviews larger than this are answered off the event loop. A real Job's review is a few KiB and is answered in
+#: well under a millisecond on the loop; one near the body cap (thousands of containers) takes 0.1 s or more of
+#: parsing and rules, which on the loop would hold every other review and /healthz for that long.
+LARGE_REVIEW_BYTES = 256 * 1024
+
+#: Large reviews are read and answered one at a time, by one thread: a flood of them waits its turn (the senders
+#: held back by TCP flow control, not buffered here), and the loop keeps answering small reviews and probes.
+LARGE_REVIEW_THREADS = 1
+
 Rule = Callable[[JobKind, AdmissionRequest, WebhookState], Decision]
 RULES: dict[str, Rule] = {"mutate": mutate, "validate": validate}
 
@@ -60,13 +71,20 @@ log = structlog.get_logger("kuota.webhook")
 def make_app(state: WebhookState, observe: Callable[[str, float], None] | None = None) -> web.Application:
     """The webhook application; `observe(endpoint, seconds)` is told how long each review took (metrics)."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
+    large = LargeReviews()
+
+    async def stop_large(_: web.Application) -> None:
+        large.threads.shutdown(wait=False, cancel_futures=True)
+
+    app.on_cleanup.append(stop_large)
     for endpoint, rule in RULES.items():
         # Pods first: their path would match the generic route, and they are reviewed as the kind claiming each.
-        pods = _review_handler(endpoint, for_pods(rule), state, observe, lambda _: GATED_POD)
+        pods = _review_handler(endpoint, for_pods(rule), state, observe, lambda _: GATED_POD, large)
         app.router.add_post(review_path(endpoint, GATED_POD), pods)
-        handler = _review_handler(endpoint, rule, state, observe, _by_path(state))
+        handler = _review_handler(endpoint, rule, state, observe, _by_path(state), large)
         app.router.add_post(f"/{endpoint}/{{group}}/{{version}}/{{plural}}", handler)
-        app.router.add_post(LEGACY_PATHS[endpoint], _review_handler(endpoint, rule, state, observe, _legacy(state)))
+        legacy = _review_handler(endpoint, rule, state, observe, _legacy(state), large)
+        app.router.add_post(LEGACY_PATHS[endpoint], legacy)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz_handler(state))
     return app
@@ -148,23 +166,56 @@ def _review_handler(
     state: WebhookState,
     observe: Callable[[str, float], None] | None,
     resolve: Resolve,
+    large: LargeReviews,
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
         started = time.perf_counter()
         kind = resolve(request)
         try:
-            try:
-                raw = await asyncio.wait_for(request.read(), BODY_TIMEOUT_S)
-            except TimeoutError:
-                # A body that stops coming would hold this handler (and its connection) for good.
-                return web.Response(status=408, text=f"the review's body did not arrive within {BODY_TIMEOUT_S:.0f} s")
-            status, body = answer(endpoint, rule, state, raw, kind)
+            # A large body waits for its turn before it is read, so a flood of them is held back by TCP flow
+            # control instead of being decrypted and buffered all at once (a chunked one is known only once read).
+            length = request.content_length
+            waits = length is not None and length > LARGE_REVIEW_BYTES
+            async with large.turn if waits else contextlib.nullcontext():
+                raw = await _read_body(request)
+                if raw is None:
+                    return _body_timed_out()
+                if len(raw) > LARGE_REVIEW_BYTES:
+                    status, body = await large.answer(endpoint, rule, state, raw, kind)
+                else:
+                    status, body = answer(endpoint, rule, state, raw, kind)
             return web.Response(body=body, status=status, content_type="application/json")
         finally:
             if observe is not None:
                 observe(endpoint, time.perf_counter() - started)
 
     return handle
+
+
+class LargeReviews:
+    """The one thread that answers large reviews, and the turn a large review waits for before its body is read."""
+
+    def __init__(self) -> None:
+        self.threads = ThreadPoolExecutor(max_workers=LARGE_REVIEW_THREADS, thread_name_prefix="kuota-large-review")
+        self.turn = asyncio.Semaphore(LARGE_REVIEW_THREADS)
+
+    async def answer(
+        self, endpoint: str, rule: Rule, state: WebhookState, body: bytes, kind: JobKind | str
+    ) -> tuple[int, bytes]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.threads, answer, endpoint, rule, state, body, kind)
+
+
+async def _read_body(request: web.Request) -> bytes | None:
+    """The body, or None when it stops coming: such a body would hold this handler (and its connection) for good."""
+    try:
+        return await asyncio.wait_for(request.read(), BODY_TIMEOUT_S)
+    except TimeoutError:
+        return None
+
+
+def _body_timed_out() -> web.Response:
+    return web.Response(status=408, text=f"the review's body did not arrive within {BODY_TIMEOUT_S:.0f} s")
 
 
 async def _healthz(request: web.Request) -> web.Response:
