@@ -28,7 +28,6 @@ from quota.loader import load_config_file
 from tests.kube.controlplane import DEPLOY, REPO
 from tests.kube.helm import CHART, Helm, Obj, container, documents, find
 from webhooks.state import DEFAULT_SERVICE_ACCOUNT
-from workloads.gates import GatedKind
 from workloads.registry import REGISTRY
 
 HELM_LABELS = {
@@ -180,9 +179,9 @@ def test_the_charts_app_version_is_the_packages() -> None:
     assert chart_yaml()["appVersion"] == project["version"]
 
 
-# Kinds: what `kuota manifests --kinds` prints. The kinds held pod by pod by a scheduling gate (LeaderWorkerSet,
-# Pod) need the pod webhooks, which the chart does not render yet: for them `kuota manifests` is the way.
-CHART_KINDS = [k.kind for k in REGISTRY if not isinstance(k, GatedKind)]
+# Kinds: what `kuota manifests --kinds` prints, for every kind of the registry, the gated ones (LeaderWorkerSet, Pod,
+# with their pod webhooks and rights on pods) included.
+CHART_KINDS = [k.kind for k in REGISTRY]
 
 
 @pytest.mark.parametrize(
@@ -192,6 +191,8 @@ CHART_KINDS = [k.kind for k in REGISTRY if not isinstance(k, GatedKind)]
         ["RayJob", "Job", "JobSet"],  # out of order: rules and webhooks come in the registry's order
         ["TrainJob"],  # list and watch on its runtimes, no webhook for them
         ["PyTorchJob", "MPIJob", "TrainJob", "Job"],
+        ["Pod"],  # pods only: no rule or webhook of its own, the pod rule and the pod webhooks
+        ["LeaderWorkerSet", "Job"],  # read-only on the sets, rights on pods, a pair of webhooks and the pod ones
         CHART_KINDS,  # every kind the chart renders: the chart's table of kinds is the registry's
     ],
 )

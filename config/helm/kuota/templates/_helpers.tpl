@@ -64,7 +64,9 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "kuota.serviceAccountN
 {{/*
 Every job kind kuota knows, in the order of its registry (workloads/registry.py), which is the order
 `kuota manifests --kinds` writes rules and webhooks in: API group, version and plural of each, and the kinds it
-reads its pod sets from (the controller lists and watches those). tests/test_helm_chart.py renders every kind and
+reads its pod sets from (the controller lists and watches those). `gated`: held back pod by pod by kuota's
+scheduling gate, so kuota only reads the kind and acts on its pods, which get webhooks of their own; `podsOnly`:
+pods alone are its workloads (no object of its own to watch or review). tests/test_helm_chart.py renders every kind and
 compares the result with `kuota manifests`, so this table cannot drift from the registry unnoticed.
 */}}
 {{- define "kuota.kindTable" -}}
@@ -85,6 +87,8 @@ compares the result with `kuota manifests`, so this table cannot drift from the 
     - {group: trainer.kubeflow.org, plural: clustertrainingruntimes}
 - {kind: RayJob, group: ray.io, version: v1, plural: rayjobs}
 - {kind: RayCluster, group: ray.io, version: v1, plural: rayclusters}
+- {kind: LeaderWorkerSet, group: leaderworkerset.x-k8s.io, version: v1, plural: leaderworkersets, gated: true}
+- {kind: Pod, group: "", version: v1, plural: pods, gated: true, podsOnly: true}
 {{- end }}
 
 {{/* The kinds of .Values.kinds, in the registry's order; an unknown name stops the render, listing the known. */}}
