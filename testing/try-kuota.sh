@@ -49,8 +49,15 @@ KUBECONFIG="$try/kubeconfig" k config set-credentials kuota --token="$token" >/d
 KUBECONFIG="$try/kubeconfig" k config set-context rig --cluster=rig --user=kuota >/dev/null
 KUBECONFIG="$try/kubeconfig" k config use-context rig >/dev/null
 
+# An admin token for the admin API's client (`kuota queues`, `kuota why`, ...), made once and kept with the rest.
+if [[ ! -s "$try/admin-token" ]]; then
+  rm -f "$try/tokens.yaml"
+  "$kuota" tokens add you --role admin --file "$try/tokens.yaml" > "$try/admin-token"
+fi
+
 echo "try-kuota: kuota serves the webhooks on 127.0.0.1:$port and the admin API on 127.0.0.1:$admin_port" >&2
-exec "$kuota" serve --config "$try/quota.yaml" --kubeconfig "$try/kubeconfig" \
+echo "try-kuota: for the kuota client: export KUOTA_SERVER=http://127.0.0.1:$admin_port KUOTA_TOKEN=\$(cat $try/admin-token)" >&2
+exec "$kuota" serve --config "$try/quota.yaml" --kubeconfig "$try/kubeconfig" --admin-tokens "$try/tokens.yaml" \
   --tls-cert "$try/certs/tls.crt" --tls-key "$try/certs/tls.key" \
   --webhook-host 127.0.0.1 --webhook-port "$port" --admin-host 127.0.0.1 --admin-port "$admin_port" \
   --database-url "sqlite+aiosqlite:///$try/ledger.db" --lease-duration 15 --requeue-backoff 10s
