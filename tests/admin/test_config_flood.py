@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from statistics import median
 
 import aiohttp
 
@@ -36,6 +37,8 @@ async def test_alias_bombs_to_validate_and_diff_do_not_stall_health_checks(tmp_p
     for answer in answers:
         assert answer["valid"] is False
         assert "more than 1,000,000 values" in str(answer["problems"])
-    # Milliseconds when the machine is quiet; the bound leaves room for a loaded CI machine, far below the
-    # seconds the same flood held the loop for when the work ran on it.
-    assert health and max(health) < 1.0, f"/healthz took up to {max(health) * 1000:.0f} ms"
+    print(f"\n/healthz during the flood: median {median(health) * 1e3:.1f} ms, max {max(health) * 1e3:.1f} ms")
+    # The goal is under 50 ms; the maximum gets room for a loaded CI machine, far below the seconds the same
+    # flood held the loop for when the work ran on it.
+    assert health and median(health) < 0.05, f"/healthz took up to {max(health) * 1000:.0f} ms"
+    assert max(health) < 1.0, f"/healthz took up to {max(health) * 1000:.0f} ms"

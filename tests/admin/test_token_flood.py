@@ -10,6 +10,7 @@ import asyncio
 import secrets
 import time
 from pathlib import Path
+from statistics import median
 
 import aiohttp
 
@@ -46,9 +47,11 @@ async def test_a_flood_of_unknown_tokens_neither_stalls_health_checks_nor_queues
     # Only the bounded queue's worth was hashed; the rest were refused at once, not queued.
     assert statuses.count(401) <= HASHING_AT_ONCE + HASHING_WAITING
     assert statuses.count(429) >= FLOOD - HASHING_AT_ONCE - HASHING_WAITING
-    # Milliseconds when the machine is quiet; the bound leaves room for a loaded CI machine, far below the
-    # seconds the same flood held the loop for when the work ran on it.
-    assert health and max(health) < 1.0, f"/healthz took up to {max(health) * 1000:.0f} ms during the flood"
+    print(f"\n/healthz during the flood: median {median(health) * 1e3:.1f} ms, max {max(health) * 1e3:.1f} ms")
+    # The goal is under 50 ms; the maximum gets room for a loaded CI machine, far below the seconds the same
+    # flood held the loop for when the work ran on it.
+    assert health and median(health) < 0.05, f"/healthz took up to {max(health) * 1000:.0f} ms during the flood"
+    assert max(health) < 1.0, f"/healthz took up to {max(health) * 1000:.0f} ms during the flood"
 
 
 async def test_the_same_wrong_token_is_hashed_once(tmp_path: Path) -> None:
