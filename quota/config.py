@@ -164,9 +164,15 @@ class MinRuntime(_Model):
         return value
 
 
+#: Kubernetes' own bounds on a PriorityClass value: an int32, and at most 10^9 for classes users define (higher
+#: values are kept for system-cluster-critical and system-node-critical).
+MIN_PRIORITY = -(2**31)
+MAX_PRIORITY = 1_000_000_000
+
+
 class PriorityClass(_Model):
     name: str
-    value: int
+    value: Annotated[int, Field(ge=MIN_PRIORITY, le=MAX_PRIORITY)]
     default: bool = False
     preemptible: bool = True
     checkpoint_timeout: DurationMs = DEFAULT_CHECKPOINT_TIMEOUT_MS

@@ -154,6 +154,8 @@ def parse_yaml_with_lines(text: str, source: str = "") -> tuple[Any, LineMap]:
                 data = loader.construct_document(node)
             except yaml.YAMLError as exc:
                 raise _yaml_error(exc, source) from None
+            except ValueError as exc:  # as in _Walk._scalar, past the walk only through a merge key
+                raise ConfigError([ConfigProblem((), f"not a value kuota can read ({exc})"[:300])], source) from None
         return data, walk.lines
     finally:
         loader.dispose()
@@ -207,7 +209,7 @@ class _Walk:
             raise _Limit
         self.lines.setdefault(path, line)
         if isinstance(node, yaml.ScalarNode):
-            return node.value if node.tag == _STR else self.loader.construct_object(node, deep=True)
+            return node.value if node.tag == _STR else self._scalar(node, path, line)
         if isinstance(node, yaml.SequenceNode) and node.tag == _SEQ:
             return [self._build(item, (*path, index), depth + 1) for index, item in enumerate(node.value)]
         if isinstance(node, yaml.MappingNode) and node.tag == _MAP:
@@ -231,6 +233,19 @@ class _Walk:
                 out[self._key(key_node)] = value
             return out
         return self.loader.construct_object(node, deep=True)  # an explicit tag: PyYAML knows what it means
+
+    def _scalar(self, node: yaml.ScalarNode, path: Path, line: int) -> Any:
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except ValueError as exc:
+            # Python refuses to convert integers of more than 4,300 digits (a guard against quadratic parsing);
+            # no quota file needs one, so the scalar is a problem of its own line, not a traceback.
+            if "digits" in str(exc):
+                message = f"a number of {len(node.value):,} characters, far beyond any bound kuota accepts"
+            else:
+                message = f"not a value kuota can read: {node.value[:40]} ({exc})"[:300]
+            self.problems.append(ConfigProblem(path, message, line))
+            return None
 
     def _key(self, node: yaml.Node) -> Any:
         if isinstance(node, yaml.ScalarNode) and node.tag == _STR:
