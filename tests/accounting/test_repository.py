@@ -180,7 +180,9 @@ async def test_a_node_failure_records_its_node_and_the_gpu_time_lost(engine: Asy
             reason=PreemptionReason.NODE_FAILURE,
             at=at(hours=2),
         ),
-        NodeFailed(victim="Job/nlp/train", victim_attempt=1, node="gpu-7", since=at(hours=1, minutes=55), at=at(hours=2)),
+        NodeFailed(
+            victim="Job/nlp/train", victim_attempt=1, node="gpu-7", since=at(hours=1, minutes=55), at=at(hours=2)
+        ),
         Suspended(victim="Job/nlp/train", victim_attempt=1, at=at(hours=2), lost_gpu_milliseconds=3_600_000),
         Evicted(workload_id="Job/nlp/train", attempt=1, at=at(hours=2), reason="Preempted: NodeFailure"),
         Requeued(workload_id="Job/nlp/train", attempt=1, at=at(hours=2)),
