@@ -144,7 +144,7 @@ def test_a_node_lost_past_the_grace_period_evicts_its_workload_to_the_front_to_r
 
 
 def test_the_front_goes_before_older_work_of_its_priority_but_not_before_higher_priority() -> None:
-    ctl, cluster, journal = controller()
+    ctl, cluster, _journal = controller()
     ctl.submit(gang("Job/nlp/train", 16, at=10 * MIN), 10 * MIN)
     run(ctl, 10 * MIN)
     ctl.submit(gang("Job/nlp/older", 16, at=0), 11 * MIN)  # created before train (a clock skew, an import...)
