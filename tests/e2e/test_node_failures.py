@@ -2,13 +2,13 @@
 
 kuota's inventory follows the real Nodes and the pods the scheduler binds (free GPUs per node as the API says). A
 node is failed the way a dead kubelet fails it: kwok stops playing it (its `kwok.x-k8s.io/node` annotation taken
-off, so nothing renews its Lease or status any more) and its Ready condition goes False in the status subresource
-(what the node lifecycle controller would write after its grace period, written at once so the test does not
-wait 40 s for it; patching the condition alone does not hold: kwok sets a node it plays Ready again within a
-second). After the quota file's short `nodeFailure.gracePeriod` the Job with a pod there is evicted for
-NodeFailure without a checkpoint request, requeued, readmitted with `kuota.dev/resume-from` its last reported
-checkpoint, and runs on another node; the ledger has the node and the GPU time lost. A node Ready again within the
-grace period evicts nothing; a cordoned node keeps its pods.
+off) and its Ready condition goes False in the status subresource (what the node lifecycle controller writes of a
+node that stopped reporting). Neither alone holds on this rig: a node kwok plays is set Ready again by kwok's node
+stage at once, and a node kwok stops playing stayed Ready for the two minutes it was watched. After the quota
+file's short `nodeFailure.gracePeriod` the Job with a pod there is evicted for NodeFailure without a checkpoint
+request, requeued, readmitted with `kuota.dev/resume-from` its last reported checkpoint, and runs on another node;
+the ledger has the node and the GPU time lost. A node Ready again within the grace period evicts nothing; a
+cordoned node keeps its pods; a deleted node is failed from its deletion.
 """
 
 from __future__ import annotations
@@ -294,3 +294,37 @@ def _label(key: str) -> str:
     from admission.labels import workload_label_value
 
     return workload_label_value(key)
+
+
+async def test_a_deleted_node_counts_as_failed_from_its_deletion(rig: Rig, plane: ControlPlane) -> None:
+    """Last in the module: it leaves the control plane a node short."""
+    component = await rig.controller()
+    cluster = await kube_cluster(component)
+    await rig.create_job("train", gpus=1)
+    await rig.wait_job("train", running, "admitted")
+    [pod] = await eventually(lambda: _all_bound(rig, "train", 1), timeout_s=30, what="its pod bound, running")
+    node = pod["spec"]["nodeName"]
+    await asyncio.to_thread(_kubectl, plane, "delete", "node", node, "--wait=false")
+    deleted_at = asyncio.get_running_loop().time()
+    inventory = cluster.node_inventory()
+    assert inventory is not None
+    await eventually(lambda: inventory.node(node) is None, what="the node gone from the inventory")
+    await rig.wait_job(
+        "train",
+        lambda j: (
+            j["metadata"].get("annotations", {}).get(RESUME_FROM) is None and running(j) and _attempt(cluster, rig) == 2
+        ),
+        "evicted and admitted again",
+        timeout_s=40,
+    )
+    assert asyncio.get_running_loop().time() - deleted_at >= GRACE_S - 0.5, "not before the grace period"
+    [moved] = await eventually(lambda: _all_bound(rig, "train", 1), timeout_s=40, what="its new pod running")
+    assert moved["spec"]["nodeName"] != node
+    await eventually(lambda: _told(rig, "train", node), what="an Evicted Event naming the node")
+
+
+def _attempt(cluster: KubeCluster, rig: Rig) -> int:
+    controller = cluster.controller
+    assert controller is not None
+    track = controller.tracking.get(f"Job/{rig.namespace}/train")
+    return track.attempt if track is not None else 0
