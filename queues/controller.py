@@ -400,6 +400,12 @@ class Controller:
         self.lost_nodes.add(node)
         for name in sorted(self.cluster.workloads_on(node)):
             self._evict_for_node(name, node, since, now)
+        inventory = self.cluster.node_inventory()
+        if inventory is not None and inventory.node(node) is None:
+            # Deleted: nothing more can happen to it, and a node made again under its name is reported afresh
+            # (autoscaled clusters name every node anew: keeping them all would only grow).
+            self.failing_nodes.pop(node, None)
+            self.lost_nodes.discard(node)
 
     def _evict_for_node(self, name: str, node: str, since: int, now: int) -> None:
         """Stop a workload whose node failed, without a checkpoint request: the node is gone."""

@@ -281,3 +281,16 @@ def test_the_quota_files_block_is_read_and_checked(tmp_path: object) -> None:
             assert any(expected in line for line in rendered), rendered
         else:
             raise AssertionError(f"{block} was accepted")
+
+
+def test_a_deleted_node_is_forgotten_once_its_workloads_are_evicted() -> None:
+    ctl, cluster, journal = controller()
+    inventory = NodeInventory()
+    cluster.node_inventory = lambda: inventory  # type: ignore[method-assign]
+    ctl.submit(gang("Job/nlp/train", 8), 0)
+    run(ctl, 0)
+    cluster.on_node["gpu-1"] = {"Job/nlp/train"}
+    ctl.node_changed("gpu-1", ready=False, at=1 * MIN)  # deleted: not in the inventory
+    run(ctl, 3 * MIN)
+    assert len(journal.named("node_failed")) == 1
+    assert "gpu-1" not in ctl.failing_nodes and "gpu-1" not in ctl.lost_nodes
