@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from admission.labels import ADMITTED_FLAVOR, KUOTA_OWNED_ANNOTATIONS
+from admission.labels import ADMITTED_FLAVOR, KUOTA_OWNED_ANNOTATIONS, WORKLOAD_LABEL
 from webhooks.checks import not_the_kind, problems_denial, request_namespace
 from webhooks.review import ALLOW, AdmissionRequest, Decision, deny
 from webhooks.state import ConfigView, WebhookState
-from workloads.kind import JobKind
+from workloads.kind import JobKind, value_at
 from workloads.problems import JobProblemKind
 from workloads.reading import Reading, read, structure
 from workloads.rules import RequestedNames, names_in_labels
@@ -108,6 +108,15 @@ class _Seen:
 # -- who may do what ----------------------------------------------------------------------------------------------
 
 
+def _workload_labels(kind: JobKind, body: Job) -> dict[str, object]:
+    """The `kuota.dev/workload` label of each pod template by pod set (None where it has none)."""
+    out: dict[str, object] = {}
+    for template in kind.read_templates(body):
+        labels = value_at(body, (*template.path[:-1], "metadata", "labels"))
+        out[template.name] = labels.get(WORKLOAD_LABEL) if isinstance(labels, Mapping) else None
+    return out
+
+
 def _who_may(kind: JobKind, job: _Seen, old: _Seen | None) -> Decision | None:
     noun = kind.kind
     if old is not None and old.names.queue is not None and not job.managed:
@@ -119,6 +128,13 @@ def _who_may(kind: JobKind, job: _Seen, old: _Seen | None) -> Decision | None:
         if job.annotations.get(key) != (old.annotations.get(key) if old is not None else None):
             remedy = "remove it from the manifest" if old is None else "leave it as kuota set it"
             return deny(f"annotation {key} is set by kuota only (it records what kuota did with this {noun}); {remedy}")
+    before = _workload_labels(kind, old.body) if old is not None else {}
+    if any(label != before.get(name) for name, label in _workload_labels(kind, job.body).items()):
+        remedy = "remove it from the pod templates" if old is None else "leave it as kuota set it"
+        return deny(
+            f"label {WORKLOAD_LABEL} on pod templates is set by kuota only (it tells which workload the pods on a "
+            f"node are, for node failures); {remedy}"
+        )
     held = kind.hold_problem(job.body, old.body if old is not None else None)
     if held is not None:
         return deny(held)

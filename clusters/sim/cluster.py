@@ -17,6 +17,7 @@ from enum import IntEnum
 
 from typing_extensions import override
 
+from admission.nodes import NodeInventory
 from admission.workload import Workload
 from queues.controller import Controller
 from queues.journal import Journal, Journals, NullJournal
@@ -105,6 +106,12 @@ class SimulatedCluster:
             return None
         ran = self.sim.now - job.started_at
         return job.started_at + ran // job.checkpoint_interval_ms * job.checkpoint_interval_ms
+
+    def workloads_on(self, node: str) -> frozenset[str]:
+        return frozenset()  # the simulated cluster has no nodes yet: quota only
+
+    def node_inventory(self) -> NodeInventory | None:
+        return None
 
     def saved_progress(self, job: SimJob, now: int) -> int:
         """Work that survives a stop now: up to the last checkpoint (an acked request counts as one)."""

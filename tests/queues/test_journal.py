@@ -22,6 +22,7 @@ STEPS: list[tuple[str, tuple[object, ...]]] = [
     ("suspended", (WORKLOAD, 1, 2500, 9)),
     ("requeued", (WORKLOAD, 1, 20, 10)),
     ("deactivated", (WORKLOAD, 1, "deactivated: not ready in time", 10)),
+    ("node_failed", (WORKLOAD, 1, "gpu-7", 9, 10)),
     ("held", (WORKLOAD, "root", 11)),
     ("released", (WORKLOAD, "root", 12)),
     ("config_applied", ("teams: []", "file", 13)),

@@ -167,3 +167,28 @@ def test_several_problems_are_reported_together(state: WebhookState) -> None:
         "metadata.labels[kuota.dev/priority-class]",
         "metadata.annotations[kuota.dev/min-parallelism]",
     ]
+
+
+def test_the_workload_label_on_pod_templates_is_kuotas_only(state: WebhookState) -> None:
+    """Which workload a node's pods are (for node failures) is kuota's to say: nobody else may set, change or take
+    off `kuota.dev/workload` on a pod template; kuota may, and other labels stay anyone's."""
+    old = queued(state, gpu_job())
+
+    def stamp(value: str) -> Any:
+        return lambda j: (
+            j["spec"]["template"]
+            .setdefault("metadata", {})
+            .setdefault("labels", {})
+            .update({"kuota.dev/workload": value})
+        )
+
+    created = queued(state, gpu_job())
+    stamp("someone-elses")(created)
+    response = call("validate", state, review(created))
+    assert not response["allowed"] and "kuota.dev/workload" in response["status"]["message"]
+    assert "remove it from the pod templates" in response["status"]["message"]
+    assert not allowed(state, update(old, stamp("someone-elses")))
+    assert allowed(state, update(old, stamp("abc"), username=KUOTA))
+    labelled = update(old, stamp("abc"), username=KUOTA)["request"]["object"]
+    assert not allowed(state, update(labelled, stamp("changed")))
+    assert allowed(state, update(labelled, lambda j: j["spec"]["template"]["metadata"]["labels"].update(app="x")))
