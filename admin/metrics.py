@@ -11,7 +11,7 @@ that tests and several servers in one process do not collide.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 from admin.ports import RuntimePort
 from admission.workload import Workload
 from queues.read_model import ControllerReader, QueueManagerReader
+from quota.budgets import BudgetStatus
 from quota.preemption import PreemptionReason
 from quota.tree import FlavorResource, QuotaTree
 
@@ -188,6 +189,9 @@ class MetricsJournal:
 
     def decision_failed(self, workload: Workload, message: str, at: int) -> None:
         self.m.decision_errors.labels(workload.team).inc()
+
+    def budget_reached(self, status: BudgetStatus, percent: int, pending: Sequence[Workload], at: int) -> None:
+        return None  # kuota_budget_spent and kuota_budget_remaining are read at scrape time
 
     def cycle(self, heads: int, admitted: int, preempting: int, duration_s: float, at: int) -> None:
         self.m.cycles.inc()

@@ -24,6 +24,9 @@ from quota.config import QuotaConfig
 from quota.credits import UsageInterval
 from quota.spending import SpendingBook
 
+PRUNE_EVERY_MS = 60_000
+"""How often spending older than any window is forgotten (a minute's breakpoints are few; every cycle is many)."""
+
 Crossing = tuple[BudgetStatus, int]
 """A budget and the percentage of it that spending reached."""
 
@@ -35,6 +38,7 @@ class BudgetKeeper:
         self.statuses: list[BudgetStatus] = []
         self.restrictions: dict[str, Restriction] = {}
         self.lowest = lowest_priority(config)
+        self._pruned_at: int | None = None
         self._warned: set[tuple[str, bool, str, str, int, int]] = set()
         """(owner, is cohort, resource, window, window start, percent) already announced."""
 
@@ -58,10 +62,12 @@ class BudgetKeeper:
 
     def review(self, now: int) -> list[Crossing]:
         """Read every budget at `now`; returns the thresholds crossed for the first time in their window."""
+        if self._pruned_at is None or now - self._pruned_at >= PRUNE_EVERY_MS or now < self._pruned_at:
+            self.book.prune(history_start(self.config, now))
+            self._pruned_at = now
         if not self.active:
             self.statuses, self.restrictions = [], {}
             return []
-        self.book.prune(history_start(self.config, now))
         self.statuses = statuses(self.config, self.book, now)
         self.restrictions = restrictions(self.config, self.statuses)
         crossed: list[Crossing] = []
