@@ -307,6 +307,7 @@ class QueueManager:
         work comes back); under `lowerPriority` every workload of the team, pending or running, counts as
         `lowest` until the budget recovers, when each gets its own priority back."""
         if budgets == self.budgets and lowest == self._lowest:
+            self.budgets = dict(budgets)  # the same restrictions; their messages say what is spent now
             return
         changed = {t for t in {*budgets, *self.budgets} if budgets.get(t) != self.budgets.get(t)}
         old_lowered = {t for t, r in self.budgets.items() if r.lowest_priority}
@@ -324,10 +325,11 @@ class QueueManager:
                     self._reprioritise(name, self._lowest)
                 elif workload.team not in lowered and name in self._base_priority:
                     self._reprioritise(name, self._base_priority.pop(name))
+        # A team's restriction changes what it may take, and (lowerPriority) what others may take from it: its
+        # whole cohort tree looks again, as when capacity changes.
         for team in changed:
             if team in self.queues:
-                self.queues[team].unpark_all()
-                self.blocked.pop(team, None)
+                self._capacity_changed(team)
 
     def own_priority(self, name: str) -> int:
         """A workload's priority before any `lowerPriority` budget lowered it."""
