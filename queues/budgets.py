@@ -82,5 +82,9 @@ class BudgetKeeper:
                     crossed.append((status, percent))
         return crossed
 
+    def current(self, now: int) -> list[BudgetStatus]:
+        """Every budget at `now`, read only (what the admin API and metrics show between cycles)."""
+        return statuses(self.config, self.book, now) if self.active else []
+
     def next_review(self, now: int) -> int | None:
         return next_review(self.statuses, now)
