@@ -4,17 +4,21 @@ puts on a team and the reason its pending work shows."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import requests
 
 from tests.admin.conftest import CONFIG, Server, serve
+from tests.admin.test_dashboard import CHROMIUM, FLAGS
 
 BUDGETS = (
     CONFIG.replace(
         "cohorts: [{name: org}]",
-        "cohorts: [{name: org, budgets: [{window: week, resources: {nvidia.com/gpu: 5000}, onExhausted: noBorrowing}]}]",
+        "cohorts: [{name: org, budgets: [{window: week, resources: {nvidia.com/gpu: 5000}, "
+        "onExhausted: noBorrowing}]}]",
     )
     .replace(
         "    preemption: {withinTeam: LowerPriority, reclaimWithinCohort: Any}",
@@ -77,3 +81,20 @@ def test_metrics_report_budget_spent_and_remaining(budget_server: Server) -> Non
 
 def test_budgets_need_a_token(budget_server: Server) -> None:
     assert requests.get(budget_server.url + "/api/v1/budgets", timeout=10).status_code == 401
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
+def test_dashboard_shows_budgets(budget_server: Server, tmp_path: Path) -> None:
+    assert CHROMIUM is not None
+    url = f"{budget_server.url}/#token={budget_server.tokens['watcher']}"
+    dom = subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    assert 'data-loaded="true"' in dom, dom[-2000:]
+    budgets = dom[dom.index('id="budgets"') : dom.index("Pending queues")]
+    assert "<td>org (cohort)</td>" in budgets and "<td>rolling:72h</td>" not in budgets
+    assert "<td>nlp</td><td>nvidia.com/gpu</td><td>day</td>" in budgets and "<td>spent</td>" in budgets
+    assert "<td>vision</td><td>nvidia.com/gpu</td><td>month</td>" in budgets and "<td>1000</td>" in budgets
