@@ -19,6 +19,7 @@ from quota.budgets import (
     next_review,
     restrictions,
     statuses,
+    subtree_teams,
 )
 from quota.config import QuotaConfig
 from quota.credits import UsageInterval
@@ -38,18 +39,19 @@ class BudgetKeeper:
         self.statuses: list[BudgetStatus] = []
         self.restrictions: dict[str, Restriction] = {}
         self.lowest = lowest_priority(config)
+        self.members = subtree_teams(config)
+        """Cohort → its subtree's teams and their distance (read every cycle: kept per quota file)."""
+        self.active = _any_budget(config)
+        """Whether the quota file has any budget (otherwise reviews only prune)."""
         self._pruned_at: int | None = None
         self._warned: set[tuple[str, bool, str, str, int, int]] = set()
         """(owner, is cohort, resource, window, window start, percent) already announced."""
 
-    @property
-    def active(self) -> bool:
-        """Whether the quota file has any budget (otherwise reviews are skipped)."""
-        return any(h.budgets for h in (*self.config.cohorts, *self.config.teams))
-
     def reconfigure(self, config: QuotaConfig) -> None:
         self.config = config
         self.lowest = lowest_priority(config)
+        self.members = subtree_teams(config)
+        self.active = _any_budget(config)
 
     def open(self, key: str, team: str, usage: Mapping[str, int], at: int) -> None:
         self.book.open(key, team, usage, at)
@@ -68,8 +70,8 @@ class BudgetKeeper:
         if not self.active:
             self.statuses, self.restrictions = [], {}
             return []
-        self.statuses = statuses(self.config, self.book, now)
-        self.restrictions = restrictions(self.config, self.statuses)
+        self.statuses = statuses(self.config, self.book, now, self.members)
+        self.restrictions = restrictions(self.config, self.statuses, self.members)
         crossed: list[Crossing] = []
         for status in self.statuses:
             for percent in THRESHOLDS:
@@ -84,7 +86,11 @@ class BudgetKeeper:
 
     def current(self, now: int) -> list[BudgetStatus]:
         """Every budget at `now`, read only (what the admin API and metrics show between cycles)."""
-        return statuses(self.config, self.book, now) if self.active else []
+        return statuses(self.config, self.book, now, self.members) if self.active else []
 
     def next_review(self, now: int) -> int | None:
         return next_review(self.statuses, now)
+
+
+def _any_budget(config: QuotaConfig) -> bool:
+    return any(h.budgets for h in (*config.cohorts, *config.teams))

@@ -33,7 +33,7 @@ from queues.budgets import BudgetKeeper
 from queues.cluster import Cluster, Timers
 from queues.journal import Journal, NullJournal
 from queues.manager import QueueManager, State
-from quota.budgets import BudgetStatus, subtree_teams
+from quota.budgets import BudgetStatus
 from quota.config import DEFAULT_CHECKPOINT_TIMEOUT_MS, QuotaConfig
 from quota.credits import CreditBook
 from quota.preemption import PreemptionReason
@@ -446,10 +446,8 @@ class Controller:
 
     def budget_affected(self, status: BudgetStatus) -> list[Workload]:
         """The pending workloads a budget's restriction reaches: its team's, or every team's of its cohort."""
-        if status.cohort:
-            teams = {name for name, _ in subtree_teams(self.config).get(status.owner, [])}
-        else:
-            teams = {status.owner}
+        members = self.budgets.members.get(status.owner, []) if status.cohort else [(status.owner, 0)]
+        teams = {name for name, _ in members}
         return [w for team in sorted(teams) if team in self.manager.queues for w in self.manager.pending(team)]
 
     def credit_report(self, now: int) -> dict[str, object]:

@@ -145,9 +145,12 @@ def subtree_teams(config: QuotaConfig) -> dict[str, list[tuple[str, int]]]:
     return out
 
 
-def statuses(config: QuotaConfig, book: SpendingBook, now: int) -> list[BudgetStatus]:
-    """Every budget of `config` at `now`, in file order (cohorts first)."""
-    members = subtree_teams(config)
+def statuses(
+    config: QuotaConfig, book: SpendingBook, now: int, members: Mapping[str, list[tuple[str, int]]] | None = None
+) -> list[BudgetStatus]:
+    """Every budget of `config` at `now`, in file order (cohorts first); `members`: `subtree_teams(config)`, when
+    the caller keeps it."""
+    members = members if members is not None else subtree_teams(config)
     out = []
     for owner, is_cohort, budget in holders(config):
         start, end = window_bounds(budget, now)
@@ -190,9 +193,11 @@ class Restriction:
         return self.admit and (self.max_borrow is None or borrowing <= self.max_borrow)
 
 
-def restrictions(config: QuotaConfig, found: Iterable[BudgetStatus]) -> dict[str, Restriction]:
+def restrictions(
+    config: QuotaConfig, found: Iterable[BudgetStatus], members: Mapping[str, list[tuple[str, int]]] | None = None
+) -> dict[str, Restriction]:
     """Per team, what its exhausted budgets (and its cohorts') restrict; teams with none are left out."""
-    members = subtree_teams(config)
+    members = members if members is not None else subtree_teams(config)
     parts: dict[str, list[tuple[BudgetStatus, int]]] = {}
     for status in found:
         if not status.exhausted:
