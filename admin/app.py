@@ -6,7 +6,15 @@ import orjson
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from admin import dashboard, routes_config, routes_health, routes_ledger, routes_state, routes_workloads
+from admin import (
+    dashboard,
+    routes_budgets,
+    routes_config,
+    routes_health,
+    routes_ledger,
+    routes_state,
+    routes_workloads,
+)
 from admin.api import PRINCIPAL_KEY, RUNTIME_KEY, Route
 from admin.auth import TokenStore, TooManyAttempts
 from admin.metrics import REGISTRY, RuntimeCollector
@@ -18,7 +26,7 @@ from admin.routes_health import OPENAPI_KEY, REGISTRY_KEY
 
 MAX_BODY_BYTES = 1024 * 1024
 TOKENS_KEY = web.AppKey("tokens", TokenStore)
-API_ROUTERS = (routes_health, routes_state, routes_workloads, routes_ledger, routes_config)
+API_ROUTERS = (routes_health, routes_state, routes_workloads, routes_ledger, routes_config, routes_budgets)
 _PUBLIC_PREFIXES = ("/healthz", "/readyz", "/metrics", "/openapi.json")
 
 

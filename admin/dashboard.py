@@ -1,4 +1,5 @@
-"""A one-page dashboard at `/`: the tree with usage against quota, pending queues, credits, recent preemptions.
+"""A one-page dashboard at `/`: the tree with usage against quota, budgets, pending queues, credits, recent
+preemptions.
 
 The page is a static shell (inline CSS and vanilla JS, no external assets, works offline) that carries no data
 itself; the data comes from the API with the caller's token. The token is read from the URL fragment
@@ -31,6 +32,8 @@ th{background:#eee}
 <h2>Teams: usage against quota</h2><table id="teams"><thead><tr><th>team</th><th>parent</th><th>flavor</th>
 <th>resource</th><th>usage</th><th>nominal</th><th></th><th>borrowed</th><th>lent</th><th>pending</th></tr></thead>
 <tbody></tbody></table>
+<h2>Budgets</h2><table id="budgets"><thead><tr><th>owner</th><th>resource</th><th>window</th><th>spent (h)</th>
+<th>budget (h)</th><th></th><th>left (h)</th><th>when spent</th><th>state</th></tr></thead><tbody></tbody></table>
 <h2>Pending queues</h2><table id="queues"><thead><tr><th>team</th><th>#team</th><th>#queue</th><th>workload</th>
 <th>queue</th><th>priority</th><th>status</th><th>reason</th></tr></thead><tbody></tbody></table>
 <h2>Fair-share credits</h2><table id="credits"><thead><tr><th>team</th><th>share S</th><th>usage U</th>
@@ -71,12 +74,16 @@ async function load() {
   try {
     const who = await api("/api/v1/whoami");
     document.getElementById("who").textContent = "as " + who.name + " (" + who.role + ")";
-    const [tree, queues, credits] = await Promise.all([api("/api/v1/tree"), api("/api/v1/queues?limit=50"),
-                                                      api("/api/v1/credits")]);
+    const [tree, queues, credits, budgets] = await Promise.all([api("/api/v1/tree"),
+      api("/api/v1/queues?limit=50"), api("/api/v1/credits"), api("/api/v1/budgets")]);
     let t = clear("teams");
     for (const team of tree.teams) for (const r of team.resources)
       row(t, [team.name, team.parent, r.flavor, r.resource, r.usage.value, r.nominal.value,
               bar(r.usage.milli, r.nominal.milli), r.borrowed.value, r.lent.value, team.pending]);
+    t = clear("budgets");
+    for (const b of budgets.budgets)
+      row(t, [b.owner + (b.scope === "cohort" ? " (cohort)" : ""), b.resource, b.window, b.spent_hours, b.limit_hours,
+              bar(b.spent, b.limit), b.remaining_hours, b.on_exhausted, b.exhausted ? "spent" : b.percent + "%"]);
     t = clear("queues");
     for (const q of queues.teams) for (const w of q.workloads)
       row(t, [q.team, w.position_in_team, w.position_in_queue, w.name, w.queue, w.priority, w.status, w.reason]);

@@ -11,7 +11,7 @@ that tests and several servers in one process do not collide.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 from admin.ports import RuntimePort
 from admission.workload import Workload
 from queues.read_model import ControllerReader, QueueManagerReader
+from quota.budgets import HOUR_MS, BudgetStatus
 from quota.preemption import PreemptionReason
 from quota.tree import FlavorResource, QuotaTree
 
@@ -198,6 +199,9 @@ class MetricsJournal:
     def decision_failed(self, workload: Workload, message: str, at: int) -> None:
         self.m.decision_errors.labels(workload.team).inc()
 
+    def budget_reached(self, status: BudgetStatus, percent: int, pending: Sequence[Workload], at: int) -> None:
+        return None  # kuota_budget_spent and kuota_budget_remaining are read at scrape time
+
     def cycle(self, heads: int, admitted: int, preempting: int, duration_s: float, at: int) -> None:
         self.m.cycles.inc()
         self.m.cycle_duration.observe(duration_s)
@@ -245,6 +249,7 @@ class RuntimeCollector(Collector):
         yield from _queue_gauges(controller.manager)
         yield from _quota_gauges(controller.manager.live)
         yield from _credit_gauges(controller, runtime.now())
+        yield from _budget_gauges(controller, runtime.now())
 
 
 def _queue_gauges(manager: QueueManagerReader) -> Iterator[Metric]:
@@ -306,6 +311,25 @@ def _quota_gauges(live: QuotaTree) -> Iterator[Metric]:
             cohort_usage.add_metric([name, fr[0], fr[1]], node.usage.get(fr, 0) / 1000)
             cohort_quota.add_metric([name, fr[0], fr[1]], node.subtree_quota[fr] / 1000)
     yield from (nominal, borrowing, lending, usage, borrowed, cohort_usage, cohort_quota, share)
+
+
+def _budget_gauges(controller: ControllerReader, now: int) -> Iterator[Metric]:
+    labels = ["team", "resource", "window", "scope"]
+    remaining = GaugeMetricFamily(
+        "kuota_budget_remaining",
+        "Resource-hours left of a budget in its current window (scope: team, or cohort for a cohort's budget)",
+        labels=labels,
+    )
+    spent = GaugeMetricFamily(
+        "kuota_budget_spent", "Resource-hours spent of a budget in its current window", labels=labels
+    )
+    limit = GaugeMetricFamily("kuota_budget_limit", "Resource-hours a budget allows per window", labels=labels)
+    for status in controller.budgets.current(now):
+        key = [status.owner, status.resource, status.window, "cohort" if status.cohort else "team"]
+        remaining.add_metric(key, status.remaining / HOUR_MS / 1000)
+        spent.add_metric(key, status.spent / HOUR_MS / 1000)
+        limit.add_metric(key, status.limit / HOUR_MS / 1000)
+    yield from (remaining, spent, limit)
 
 
 def _credit_gauges(controller: ControllerReader, now: int) -> Iterator[Metric]:

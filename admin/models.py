@@ -58,6 +58,31 @@ class ResourceAmounts(ApiModel):
     available: Quantity = Field(description="what this node could still take now, borrowing included")
 
 
+class BudgetView(ApiModel):
+    owner: str
+    scope: Literal["team", "cohort"] = Field(description="a cohort's budget caps the sum of its subtree's teams")
+    resource: str
+    window: str = Field(description="day, week, month (UTC, ISO weeks) or rolling:DURATION")
+    start: datetime
+    end: datetime | None = Field(description="when the window rolls over; null for a rolling window")
+    limit_hours: str = Field(description="resource-hours per window")
+    spent_hours: str = Field(description="resource-hours spent in the window so far (to the thousandth)")
+    remaining_hours: str
+    limit: int = Field(description="exact: milli-unit-milliseconds")
+    spent: int = Field(description="exact: milli-unit-milliseconds")
+    percent: float = Field(description="spent / limit × 100, for display")
+    exhausted: bool
+    on_exhausted: Literal["block", "lowerPriority", "noBorrowing"]
+    block_above: Literal["nominal", "zero"]
+    effect: str = Field(description="what the budget restricts once spent")
+
+
+class BudgetList(ApiModel):
+    at: int
+    budgets: list[BudgetView]
+    restricted: dict[str, str] = Field(description="team → why its new admissions are restricted (last cycle)")
+
+
 class TeamView(ApiModel):
     name: str
     parent: str | None
@@ -70,6 +95,8 @@ class TeamView(ApiModel):
     admitted: int
     evicting: int
     resources: list[ResourceAmounts]
+    budgets: list[BudgetView] = Field(default_factory=list, description="its own and its cohorts' budgets")
+    budget_restriction: str | None = Field(default=None, description="why spent budgets restrict it now")
 
 
 class CohortView(ApiModel):

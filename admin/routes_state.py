@@ -18,6 +18,7 @@ from admin.models import (
     WorkloadView,
 )
 from admin.problems import ApiProblem
+from admin.routes_budgets import budget_views
 from admin.views import kind_and_namespace, lent_amounts, node_resources, team_queue_view, workload_view
 from queues.read_model import ControllerReader
 
@@ -54,7 +55,8 @@ async def tree(ctx: Context) -> TreeView:
         )
         for node in live.cohorts.values()
     ]
-    teams = [_team_view(controller, name, lent, counts) for name in live.teams]
+    now = runtime_of(ctx).now()
+    teams = [_team_view(controller, name, lent, counts, now) for name in live.teams]
     roots = [n.name for n in (*live.cohorts.values(), *live.teams.values()) if n.parent is None]
     return TreeView(roots=roots, cohorts=cohorts, teams=teams, fair_sharing=live.fair_sharing)
 
@@ -67,7 +69,8 @@ async def team(ctx: Context) -> TeamView:
     name = ctx.path("team")
     if name not in controller.manager.live.teams:
         raise ApiProblem(404, f"no team named {name!r}")
-    return _team_view(controller, name, lent_amounts(controller.manager.live), _state_counts(controller))
+    lent = lent_amounts(controller.manager.live)
+    return _team_view(controller, name, lent, _state_counts(controller), runtime_of(ctx).now())
 
 
 def _state_counts(controller: ControllerReader) -> dict[tuple[str, str], int]:
@@ -84,12 +87,15 @@ def _team_view(
     name: str,
     lent: dict[str, dict[tuple[str, str], int]],
     counts: dict[tuple[str, str], int],
+    now: int,
 ) -> TeamView:
     manager = controller.manager
     live = manager.live
     node = live.teams[name]
     share = live.dominant_resource_share(node)
     queue = manager.queues[name]
+    owners = {(name, False), *((a.name, True) for a in node.ancestors())}
+    restriction = controller.budgets.restrictions.get(name)
     return TeamView(
         name=name,
         parent=node.parent.name if node.parent else None,
@@ -102,6 +108,8 @@ def _team_view(
         admitted=counts.get((name, "admitted"), 0),
         evicting=counts.get((name, "evicting"), 0),
         resources=node_resources(live, node, lent.get(name, {})),
+        budgets=budget_views(s for s in controller.budgets.current(now) if (s.owner, s.cohort) in owners),
+        budget_restriction=restriction.reason if restriction is not None else None,
     )
 
 

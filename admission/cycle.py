@@ -87,8 +87,17 @@ def run_cycle(snapshot: Snapshot, heads: Sequence[Workload]) -> CycleResult:
     protected: dict[str, int] = {}
     for head in heads:
         snapshot.skipped_until = None
+        budget = snapshot.budgets.get(head.team)
+        if budget is not None and not budget.admit:
+            result.decisions.append(Decision(head, Verdict.NO_FIT, message=budget.reason))
+            continue
         try:
-            entries.append(_nominate(snapshot, head))
+            entry = _nominate(snapshot, head)
+            assigned = entry.assignment
+            if budget is not None and assigned.mode is not Mode.NO_FIT and not budget.allows(assigned.borrowing):
+                result.decisions.append(Decision(head, Verdict.NO_FIT, entry.assignment, message=budget.reason))
+                continue
+            entries.append(entry)
         except Exception as exc:  # one workload kuota cannot evaluate: see the docstring
             result.decisions.append(_failed(head, "nominating", exc))
         if snapshot.skipped_until is not None:

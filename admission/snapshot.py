@@ -13,6 +13,7 @@ from fractions import Fraction
 
 from admission.running import RunningWorkloads
 from admission.workload import Workload
+from quota.budgets import Restriction
 from quota.config import MinRuntime, QuotaConfig
 from quota.tree import FlavorResource, Node, QuotaTree
 
@@ -48,6 +49,8 @@ class Snapshot:
         """While set, minimum runtimes protect nobody (to tell whom a preemptor waits for)."""
         self.skipped_until: int | None = None
         """The earliest end of a minimum runtime that kept a candidate out of a search since it was last reset."""
+        self.budgets: Mapping[str, Restriction] = {}
+        """Team → what its spent budgets (and its cohorts') allow its new admissions (quota/budgets.py)."""
         self._min_runtimes: dict[tuple[str, str | None], MinRuntime | None] = {}
         self._protects = self._any_min_runtime(config)
         for workload in admitted:

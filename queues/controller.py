@@ -36,9 +36,11 @@ from fractions import Fraction
 
 from admission.cycle import CycleResult, Verdict
 from admission.workload import Workload
+from queues.budgets import BudgetKeeper
 from queues.cluster import Cluster, Timers
 from queues.journal import Journal, NullJournal
 from queues.manager import QueueManager, State
+from quota.budgets import BudgetStatus
 from quota.config import DEFAULT_CHECKPOINT_TIMEOUT_MS, QuotaConfig
 from quota.credits import CreditBook
 from quota.preemption import PreemptionReason
@@ -52,6 +54,7 @@ PODS_READY_TIMEOUT = PreemptionReason.PODS_READY_TIMEOUT
 _PROTECTION_ENDS = 3
 _NODE_LOST = 4
 NODE_FAILURE = PreemptionReason.NODE_FAILURE
+_BUDGET_REVIEW = 5
 BACKOFF_BASE_MS = 10_000
 BACKOFF_MAX_MS = 600_000
 
@@ -110,6 +113,7 @@ class Controller:
         self.timers = timers
         self.journal: Journal = journal if journal is not None else NullJournal()
         self.credits = CreditBook(config)
+        self.budgets = BudgetKeeper(config)
         self.tracking: dict[str, Tracking] = {}
         self.backoff_base_ms = backoff_base_ms
         self.backoff_max_ms = backoff_max_ms
@@ -130,6 +134,7 @@ class Controller:
         """Nodes NotReady or deleted → since when (until they are Ready again)."""
         self.lost_nodes: set[str] = set()
         """Failing nodes whose grace period ran out and whose workloads were evicted (until Ready again)."""
+        self._budget_review_at: int | None = None
 
     @property
     def config(self) -> QuotaConfig:
@@ -148,6 +153,7 @@ class Controller:
             track.attempt = max(track.attempt, 1)
             track.admitted_at = workload.admission.admitted_at
             self.credits.open(workload.name, workload.team, _by_resource(self.manager.usage[workload.name]), at)
+            self.budgets.open(workload.name, workload.team, _by_resource(self.manager.usage[workload.name]), at)
             if not workload.evicting:
                 self._await_ready(workload, at, first=True)
         else:
@@ -163,6 +169,7 @@ class Controller:
         track = self.tracking.setdefault(name, Tracking())
         if was_running:
             self.credits.close(name, at)
+            self.budgets.close(name, at)
             self.journal.finished(workload, track.attempt, succeeded, at)
         self.manager.forget(name)
         self.tracking.pop(name, None)
@@ -218,6 +225,7 @@ class Controller:
             return
         track = self.tracking.setdefault(name, Tracking())
         self.credits.close(name, at)
+        self.budgets.close(name, at)
         self.not_ready.discard(name)
         track.ready, track.ready_deadline = True, None
         for_readiness = track.eviction is not None and track.eviction.reason == PODS_READY_TIMEOUT
@@ -336,6 +344,7 @@ class Controller:
         """Swap the quota file; raises (keeping the old one) if the new one would strand running work."""
         self.manager.reload(config)
         self.credits.reconfigure(config)
+        self.budgets.reconfigure(config)
         self._factors_at = None
         self.journal.config_applied(text, source, at)
         for queue in self.manager.queues.values():
@@ -353,6 +362,12 @@ class Controller:
         """Act on what is due: checkpoint deadlines and the end of requeue backoffs."""
         while self._due and self._due[0][0] <= now:
             at, kind, name = heapq.heappop(self._due)
+            if kind == _BUDGET_REVIEW:
+                # A budget may have crossed a threshold or its window rolled over: the next cycle reads them again.
+                if self._budget_review_at == at:
+                    self._budget_review_at = None
+                self.dirty = True
+                continue
             if kind == _PROTECTION_ENDS:
                 # A minimum runtime that kept a parked head from preempting is over: the next cycle looks again.
                 self._protection_reminders.discard(at)
@@ -444,6 +459,7 @@ class Controller:
         self.dirty = False
         self.manager.gated = self._readiness_gates() if self.not_ready else {}
         factors = self._fair_share_factors(now)
+        self._review_budgets(now)
         clock = time.perf_counter()
         result = self.manager.schedule(now, factors, self._serial_scopes())
         elapsed = time.perf_counter() - clock
@@ -504,6 +520,24 @@ class Controller:
                     self._serial[team.name] = scope if scope is not None else ""
         return self._serial
 
+    def _review_budgets(self, now: int) -> None:
+        """Read every budget at `now`, hand the engine what the spent ones restrict, announce thresholds crossed,
+        and set a timer for the next moment a budget may cross one or its window roll over."""
+        for status, percent in self.budgets.review(now):
+            affected = self.budget_affected(status)
+            self.journal.budget_reached(status, percent, affected, now)
+        self.manager.set_budgets(self.budgets.restrictions, self.budgets.lowest)
+        due = self.budgets.next_review(now)
+        if due is not None and (self._budget_review_at is None or due < self._budget_review_at):
+            self._budget_review_at = due
+            self._remind(due, _BUDGET_REVIEW, "")
+
+    def budget_affected(self, status: BudgetStatus) -> list[Workload]:
+        """The pending workloads a budget's restriction reaches: its team's, or every team's of its cohort."""
+        members = self.budgets.members.get(status.owner, []) if status.cohort else [(status.owner, 0)]
+        teams = {name for name, _ in members}
+        return [w for team in sorted(teams) if team in self.manager.queues for w in self.manager.pending(team)]
+
     def credit_report(self, now: int) -> dict[str, object]:
         return dict(self.credits.credits(now))
 
@@ -524,6 +558,7 @@ class Controller:
         assert admission is not None
         usage = self.manager.usage[workload.name]
         self.credits.open(workload.name, workload.team, _by_resource(usage), now)
+        self.budgets.open(workload.name, workload.team, _by_resource(usage), now)
         self.journal.admitted(workload, track.attempt, usage, self.borrowed(workload.team, usage), now)
         self._await_ready(workload, now, first=True)
         self.cluster.admit(workload, admission.flavors, admission.counts, track.resume_from)

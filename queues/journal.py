@@ -9,7 +9,7 @@ Times are integer milliseconds on the controller's clock (epoch ms in a cluster,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -17,6 +17,7 @@ import structlog
 from typing_extensions import override
 
 from admission.workload import Workload
+from quota.budgets import BudgetStatus
 from quota.preemption import PreemptionReason
 from quota.tree import FlavorResource
 
@@ -69,6 +70,10 @@ class Journal(Protocol):
     def cycle(self, heads: int, admitted: int, preempting: int, duration_s: float, at: int) -> None: ...
 
     def decision_failed(self, workload: Workload, message: str, at: int) -> None: ...
+
+    def budget_reached(self, status: BudgetStatus, percent: int, pending: Sequence[Workload], at: int) -> None:
+        """Spending reached `percent` (80 or 100) of a budget, for the first time in its window; `pending` are the
+        workloads waiting in the teams it restricts."""
 
 
 class NullJournal:
@@ -132,6 +137,9 @@ class NullJournal:
         return None
 
     def decision_failed(self, workload: Workload, message: str, at: int) -> None:
+        return None
+
+    def budget_reached(self, status: BudgetStatus, percent: int, pending: Sequence[Workload], at: int) -> None:
         return None
 
 
@@ -226,6 +234,10 @@ class Journals:
         for journal in self.journals:
             journal.decision_failed(workload, message, at)
 
+    def budget_reached(self, status: BudgetStatus, percent: int, pending: Sequence[Workload], at: int) -> None:
+        for journal in self.journals:
+            journal.budget_reached(status, percent, pending, at)
+
 
 @dataclass
 class RecordingJournal:
@@ -298,3 +310,6 @@ class RecordingJournal:
 
     def decision_failed(self, workload: Workload, message: str, at: int) -> None:
         self._record("decision_failed", workload, message, at)
+
+    def budget_reached(self, status: BudgetStatus, percent: int, pending: Sequence[Workload], at: int) -> None:
+        self._record("budget_reached", status, percent, list(pending), at)

@@ -7,12 +7,13 @@ controller's milliseconds: epoch milliseconds in a cluster; in a simulation, vir
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from accounting import events as ev
 from accounting.ledger import Ledger
 from admission.workload import Workload
+from quota.budgets import BudgetStatus
 from quota.preemption import PreemptionReason
 from quota.tree import FlavorResource
 
@@ -155,3 +156,6 @@ class LedgerJournal:
 
     def decision_failed(self, workload: Workload, message: str, at: int) -> None:
         return None  # nothing happened to the workload; the log, the metric and an Event say what failed
+
+    def budget_reached(self, status: BudgetStatus, percent: int, pending: Sequence[Workload], at: int) -> None:
+        return None  # the ledger's usage intervals are the spending itself; the crossing is derived from them

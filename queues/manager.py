@@ -16,6 +16,7 @@ from admission.running import RunningWorkloads
 from admission.snapshot import Snapshot, iso_time
 from admission.workload import Admission, Workload
 from queues.pending import TeamQueue
+from quota.budgets import Restriction
 from quota.config import QueueingStrategy, QuotaConfig
 from quota.preemption import PreemptionReason
 from quota.tree import FlavorResource, QuotaTree
@@ -75,6 +76,11 @@ class QueueManager:
         self.protection_waits: dict[str, int] = {}
         """Head parked because every victim it needs is still within its minimum runtime → when the first of the
         minimum runtimes it met ends; then its cohort's parked work looks again."""
+        self.budgets: dict[str, Restriction] = {}
+        """Team → what its spent budgets allow (quota/budgets.py); set before each cycle by `set_budgets`."""
+        self._base_priority: dict[str, int] = {}
+        """Workloads of teams under `lowerPriority` → their own priority, given back when the budget recovers."""
+        self._lowest = 0
         # Running work and its usage, kept current so a snapshot is a copy rather than a recount.
         self.live = self.tree.copy()
         self.running_by_team: dict[str, RunningWorkloads] = {t.name: RunningWorkloads() for t in config.teams}
@@ -85,6 +91,10 @@ class QueueManager:
     def add(self, workload: Workload) -> None:
         if workload.team not in self.queues:
             raise ValueError(f"workload {workload.name}: team {workload.team!r} is not in the quota configuration")
+        budget = self.budgets.get(workload.team)
+        if budget is not None and budget.lowest_priority and workload.priority != self._lowest:
+            self._base_priority[workload.name] = workload.priority
+            workload = replace(workload, priority=self._lowest)
         self.workloads[workload.name] = workload
         if workload.admission is not None:
             self.state[workload.name] = State.EVICTING if workload.evicting else State.ADMITTED
@@ -159,6 +169,7 @@ class QueueManager:
                 self.config, self.live, self.running_by_team, self.usage, factors, share_tree=True
             )
             snapshot.now = now
+            snapshot.budgets = self.budgets
             snapshot.checkpoints = self.checkpoints
             snapshot.time_text = self.time_text
             try:
@@ -270,6 +281,7 @@ class QueueManager:
         self.deactivated.discard(name)
         self.messages.pop(name, None)
         self.protection_waits.pop(name, None)
+        self._base_priority.pop(name, None)
         if state in (State.ADMITTED, State.EVICTING):
             self._capacity_changed(workload.team)
 
@@ -288,6 +300,53 @@ class QueueManager:
         queue = self.queues[team]
         if name in queue.inadmissible:
             queue.unpark_all()
+
+    # -- budgets ------------------------------------------------------------------------------------------------
+
+    def set_budgets(self, budgets: Mapping[str, Restriction], lowest: int) -> None:
+        """What spent budgets allow each team from now on. Teams whose restriction changed look again (parked
+        work comes back); under `lowerPriority` every workload of the team, pending or running, counts as
+        `lowest` until the budget recovers, when each gets its own priority back."""
+        if budgets == self.budgets and lowest == self._lowest:
+            self.budgets = dict(budgets)  # the same restrictions; their messages say what is spent now
+            return
+        changed = {t for t in {*budgets, *self.budgets} if budgets.get(t) != self.budgets.get(t)}
+        old_lowered = {t for t, r in self.budgets.items() if r.lowest_priority}
+        self.budgets = dict(budgets)
+        self._lowest = lowest
+        lowered = {t for t, r in self.budgets.items() if r.lowest_priority}
+        if old_lowered or lowered:
+            for name in list(self.workloads):
+                workload = self.workloads[name]
+                if self.state.get(name) is State.FINISHED:
+                    continue
+                if workload.team in lowered and name not in self._base_priority:
+                    self._reprioritise(name, self._lowest, keep=workload.priority)
+                elif workload.team in lowered and workload.priority != self._lowest:
+                    self._reprioritise(name, self._lowest)
+                elif workload.team not in lowered and name in self._base_priority:
+                    self._reprioritise(name, self._base_priority.pop(name))
+        # A team's restriction changes what it may take, and (lowerPriority) what others may take from it: its
+        # whole cohort tree looks again, as when capacity changes.
+        for team in changed:
+            if team in self.queues:
+                self._capacity_changed(team)
+
+    def own_priority(self, name: str) -> int:
+        """A workload's priority before any `lowerPriority` budget lowered it."""
+        return self._base_priority.get(name, self.workloads[name].priority)
+
+    def _reprioritise(self, name: str, priority: int, keep: int | None = None) -> None:
+        if keep is not None:
+            self._base_priority[name] = keep
+        workload = replace(self.workloads[name], priority=priority)
+        self.workloads[name] = workload
+        if self.state[name] is State.PENDING:
+            queue = self.queues[workload.team]
+            if name in queue:
+                queue.push(workload)
+        elif workload.name in self.running_by_team.get(workload.team, {}):
+            self._update_running(workload)
 
     # -- configuration ------------------------------------------------------------------------------------------
 

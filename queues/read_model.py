@@ -15,6 +15,7 @@ from typing import Protocol
 
 from admission.workload import Workload
 from queues.manager import State
+from quota.budgets import BudgetStatus, Restriction
 from quota.config import QueueingStrategy
 from quota.credits import TeamCredit
 from quota.tree import FlavorResource, QuotaTree
@@ -90,6 +91,17 @@ class CreditsReader(Protocol):
     def credits(self, now_ms: int, /) -> Mapping[str, TeamCredit]: ...
 
 
+class BudgetsReader(Protocol):
+    """Budget spending (queues.budgets.BudgetKeeper)."""
+
+    @property
+    def restrictions(self) -> Mapping[str, Restriction]:
+        """What spent budgets restrict per team, as of the last cycle."""
+        ...
+
+    def current(self, now: int, /) -> list[BudgetStatus]: ...
+
+
 class ControllerReader(Protocol):
     """The controller (queues.controller.Controller)."""
 
@@ -101,6 +113,9 @@ class ControllerReader(Protocol):
 
     @property
     def credits(self) -> CreditsReader: ...
+
+    @property
+    def budgets(self) -> BudgetsReader: ...
 
 
 class LoopReader(Protocol):

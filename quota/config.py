@@ -168,6 +168,74 @@ class MinRuntime(_Model):
         return value
 
 
+class BudgetWindow(StrEnum):
+    DAY = "day"
+    WEEK = "week"
+    MONTH = "month"
+
+
+class OnExhausted(StrEnum):
+    BLOCK = "block"
+    LOWER_PRIORITY = "lowerPriority"
+    NO_BORROWING = "noBorrowing"
+
+
+class BlockAbove(StrEnum):
+    NOMINAL = "nominal"
+    ZERO = "zero"
+
+
+#: The longest rolling window: a year and a day. Spending is kept (and read back from the ledger) over the longest
+#: window in force, so a longer one would only make every leader's rebuild read more history for no purpose.
+MAX_ROLLING_MS = 366 * 24 * 3_600_000
+
+
+def _resource_hours(value: Any) -> int:
+    """Resource-hours in quantity syntax (`10000`, `1.5k`, `500m`), held as milli-unit-hours."""
+    return _quantity(value)
+
+
+class Budget(_Model):
+    """Resource-hours a team (or a cohort's subtree) may spend per window, and what happens once they are spent.
+
+    Spending is exact: milli-units × milliseconds of every usage interval, clipped to the window (quota/spending.py).
+    """
+
+    window: BudgetWindow | None = None
+    """Calendar window in UTC: `day`, `week` (ISO, from Monday 00:00) or `month`."""
+    rolling: DurationMs | None = None
+    """Instead of `window`: the last DURATION up to now."""
+    resources: dict[str, Annotated[int, BeforeValidator(_resource_hours)]]
+    """Resource → resource-hours (quantity syntax), held as milli-unit-hours."""
+    on_exhausted: OnExhausted = OnExhausted.BLOCK
+    block_above: BlockAbove | None = None
+    """With `block`: `nominal` (default: no new admission above nominal quota) or `zero` (no new admission)."""
+
+    @model_validator(mode="after")
+    def _one_window(self) -> Budget:
+        if (self.window is None) == (self.rolling is None):
+            raise ValueError("give exactly one of `window` (day, week, month) and `rolling` (a duration such as 720h)")
+        if self.rolling is not None and not 0 < self.rolling <= MAX_ROLLING_MS:
+            raise ValueError("rolling must be longer than 0 and at most 8784h (366 days)")
+        if self.block_above is not None and self.on_exhausted is not OnExhausted.BLOCK:
+            raise ValueError("blockAbove only applies with onExhausted: block")
+        if not self.resources:
+            raise ValueError("resources is empty; name at least one resource and its hours (nvidia.com/gpu: 10000)")
+        return self
+
+    @property
+    def blocks_above(self) -> BlockAbove:
+        return self.block_above if self.block_above is not None else BlockAbove.NOMINAL
+
+    @property
+    def window_name(self) -> str:
+        """`day`, `week`, `month` or `rolling:720h`: how metrics, the API and messages name the window."""
+        if self.window is not None:
+            return str(self.window)
+        assert self.rolling is not None
+        return f"rolling:{format_duration_ms(self.rolling)}"
+
+
 #: Kubernetes' own bounds on a PriorityClass value: an int32, and at most 10^9 for classes users define (higher
 #: values are kept for system-cluster-critical and system-node-critical).
 MIN_PRIORITY = -(2**31)
@@ -247,6 +315,8 @@ class _QuotaHolder(_Model):
     quotas: tuple[FlavorQuotas, ...] | None = None
     resource_groups: tuple[ResourceGroup, ...] | None = None
     fair_sharing: FairSharingWeight = Field(default_factory=FairSharingWeight)
+    budgets: tuple[Budget, ...] = ()
+    """Resource-hours per window (a cohort's caps the sum of its subtree); see quota/budgets.py."""
 
     @model_validator(mode="after")
     def _one_spelling(self) -> _QuotaHolder:

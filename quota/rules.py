@@ -48,6 +48,7 @@ def check(config: QuotaConfig) -> list[Problem]:
         *_namespaces(config),
         *_quotas(config),
         *_fair_sharing(config),
+        *_budgets(config),
     ]
 
 
@@ -209,3 +210,26 @@ def _fair_sharing(config: QuotaConfig) -> Iterator[Problem]:
     for resource in config.fair_sharing.resource_weights:
         if not is_resource_name(resource):
             yield ("fairSharing", "resourceWeights", resource), f"{resource!r} is not a resource name"
+
+
+def _budgets(config: QuotaConfig) -> Iterator[Problem]:
+    """Budget resources are resource names, and one holder has one budget per resource and window."""
+    for section, holders in (("cohorts", config.cohorts), ("teams", config.teams)):
+        for index, holder in enumerate(holders):
+            seen: dict[tuple[str, str], int] = {}
+            for b_index, budget in enumerate(holder.budgets):
+                for resource in budget.resources:
+                    path: Path = (section, index, "budgets", b_index, "resources", resource)
+                    if not is_resource_name(resource):
+                        yield path, f"{resource!r} is not a resource name"
+                    key = (resource, budget.window_name)
+                    if key in seen:
+                        yield (
+                            path,
+                            (
+                                f"{resource} already has a {budget.window_name} budget here (budgets[{seen[key]}]); "
+                                "one budget per resource and window"
+                            ),
+                        )
+                    else:
+                        seen[key] = b_index

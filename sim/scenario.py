@@ -14,8 +14,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from admission.workload import Admission, Workload
+from queues.budgets import BudgetKeeper
 from queues.manager import QueueManager, State
 from quota.config import QuotaConfig
+from quota.credits import UsageInterval
 from quota.loader import ConfigError, ConfigProblem, LineMap, Path, load_config_data, parse_yaml_with_lines
 from quota.pod_set import PodSet
 from quota.quantity import QuantityError, parse_quantity
@@ -66,13 +68,29 @@ class WorkloadSpec(_Strict):
     admitted: AdmittedSpec | None = None
 
 
+class UsageSpec(_Strict):
+    """kuota's extension (spec/budgets.md): past usage of a team, for budgets to read."""
+
+    team: str
+    resources: dict[str, Any] = Field(min_length=1)
+    start: Decimal = Field(alias="from")
+    end: Decimal = Field(alias="to")
+
+    @field_validator("resources")
+    @classmethod
+    def _quantities(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return PodSetSpec._quantities(value)
+
+
 class ScenarioSpec(_Strict):
     name: str = ""
     config: dict[str, Any]
     workloads: list[WorkloadSpec] = Field(default_factory=list)
     now: Decimal | None = None
     """kuota's extension: the time (seconds) of the first cycle, each later one a second after; absent: a second
-    after the latest time the file mentions. Only minimum runtimes read it."""
+    after the latest time the file mentions. Minimum runtimes and budgets read it."""
+    usage: list[UsageSpec] = Field(default_factory=list)
+    """kuota's extension: usage intervals that ended before the scenario, seconds on the file's clock (epoch)."""
 
 
 class ScenarioError(ValueError):
@@ -88,6 +106,8 @@ class Scenario:
     """A time after everything the file mentions: new admissions count as the most recent."""
     checkpoints: Mapping[str, int] = field(default_factory=dict)
     """Running workload → when it last checkpointed (ms)."""
+    usage: list[UsageInterval] = field(default_factory=list)
+    """Past usage for budgets (ms)."""
 
 
 def load_scenario_text(text: str, source: str = "") -> Scenario:
@@ -204,14 +224,27 @@ def _build(spec: ScenarioSpec, config: QuotaConfig, lines: LineMap, source: str)
                 admission=admission,
             )
         )
+    usage = []
+    for index, past in enumerate(spec.usage):
+        base = ("usage", index)
+        start, end = _seconds_to_ms(past.start), _seconds_to_ms(past.end)
+        if past.team not in teams:
+            problem((*base, "team"), f"team {past.team!r} is not in the config")
+        if end < start:
+            problem((*base, "to"), "`to` comes before `from`")
+        latest = max(latest, end)
+        for resource, quantity in past.resources.items():
+            usage.append(UsageInterval(past.team, resource, parse_quantity(quantity), start, end))
     clock = latest + 1000
     if spec.now is not None:
         clock = _seconds_to_ms(spec.now)
         if clock < latest:
-            problem(("now",), "`now` comes before a time the file mentions (createdAt, admitted.at, checkpointedAt)")
+            problem(
+                ("now",), "`now` comes before a time the file mentions (createdAt, admitted.at, checkpointedAt, usage)"
+            )
     if problems:
         raise ScenarioError(ConfigError(problems, source).render().replace("quota configuration", "scenario"))
-    return Scenario(spec.name, config, workloads, clock, checkpoints)
+    return Scenario(spec.name, config, workloads, clock, checkpoints, usage)
 
 
 def _admission(
@@ -260,6 +293,11 @@ def run_scenario(scenario: Scenario, cycles: int = 1, until_idle: bool = False) 
         manager.add(workload)
         if workload.admission is not None:
             initially_admitted.add(workload.name)
+    budgets = BudgetKeeper(scenario.config)
+    budgets.load(scenario.usage)
+    for workload in scenario.workloads:
+        if workload.admission is not None:
+            budgets.open(workload.name, workload.team, _by_resource(workload), workload.admission.admitted_at)
     preempted: set[str] = set()
     newly_admitted: set[str] = set()
     now = scenario.clock_ms
@@ -268,19 +306,32 @@ def run_scenario(scenario: Scenario, cycles: int = 1, until_idle: bool = False) 
     limit = IDLE_CYCLE_LIMIT if until_idle else cycles
     while ran < limit:
         if ran > 0:
+            for name in _evicting(manager):
+                budgets.close(name, now)
             completed = _complete_evictions(manager)
             if until_idle and not completed and not changed:
                 break
+        budgets.review(now)
+        manager.set_budgets(budgets.restrictions, budgets.lowest)
         result = manager.schedule(now)
+        admitted = {d.workload.name for d in result.decisions if manager.state[d.workload.name] is State.ADMITTED}
+        for name in admitted:
+            budgets.open(name, manager.workloads[name].team, _by_resource(manager.workloads[name]), now)
         ran += 1
         now += 1000
-        admitted = {d.workload.name for d in result.decisions if manager.state[d.workload.name] is State.ADMITTED}
         newly_admitted |= admitted
         preempted |= {e.victim.name for e in result.evictions}
         changed = bool(admitted or result.evictions)
         if until_idle and not changed and not _evicting(manager):
             break
     return {"cycles": ran, "workloads": _report(manager, preempted, newly_admitted)}
+
+
+def _by_resource(workload: Workload) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for (_, resource), value in workload.usage().items():
+        out[resource] = out.get(resource, 0) + value
+    return out
 
 
 def _scenario_time(ms: int) -> str:

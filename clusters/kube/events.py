@@ -10,7 +10,7 @@ take from the client's request budget: admissions and evictions never wait behin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 
 import structlog
@@ -18,6 +18,7 @@ import structlog
 from admission.workload import Workload
 from clusters.kube.api import KubeApi, TokenBucket
 from queues.tasks import BackgroundTasks
+from quota.budgets import BudgetStatus
 from quota.preemption import PreemptionReason
 from quota.tree import FlavorResource
 from workloads.reading import split_key
@@ -31,6 +32,8 @@ PER_JOB_RATE = 0.2
 """One Event every five seconds per Job once its burst is spent."""
 EVENTS_BURST = 200
 EVENTS_RATE = 50.0
+BUDGET_EVENTS = 50
+"""Pending workloads that get an Event when a budget crosses a threshold (the oldest first in queue order)."""
 """Events a second for all Jobs together once the burst is spent."""
 
 
@@ -247,3 +250,17 @@ class EventJournal:
         self.recorder.emit(
             workload.name, "DecisionFailed", f"{message}; it waits until something changes", at, warning=True
         )
+
+    def budget_reached(self, status: BudgetStatus, percent: int, pending: Sequence[Workload], at: int) -> None:
+        # On the pending workloads the budget holds back (the ones whose users ask why they wait), at most
+        # BUDGET_EVENTS of them: a queue of thousands must not turn one crossing into thousands of Events.
+        reason = "BudgetExhausted" if percent >= 100 else "BudgetWarning"
+        message = (
+            status.message()
+            if percent >= 100
+            else f"{status.owner_text} has spent {percent} % of its {status.window} budget of "
+            f"{status.hours(status.limit)} {status.resource}-hours ({status.hours(status.spent)} spent); at 100 %: "
+            f"{status.effect()}"
+        )
+        for workload in pending[:BUDGET_EVENTS]:
+            self.recorder.emit(workload.name, reason, message, at, warning=percent >= 100)

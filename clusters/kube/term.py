@@ -16,10 +16,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from accounting import repository
 from accounting.ledger import Ledger
 from accounting.recovery import close_orphaned_intervals, last_activity
+from accounting.spending import usage_since
 from clusters.kube.api import KubeApi
 from clusters.kube.cluster import PODS, KubeCluster, epoch_ms, is_admitted_running, object_key
 from clusters.kube.events import EventJournal, EventRecorder
@@ -27,6 +29,7 @@ from queues.controller import BACKOFF_BASE_MS, Controller, Tracking
 from queues.journal import Journal, Journals, LogJournal
 from queues.ledger_journal import LedgerJournal
 from queues.loop import ControllerLoop, LoopTimers, wall_clock_ms
+from quota.budgets import history_start
 from quota.config import QuotaConfig
 from quota.credits import UsageInterval
 from workloads.gates import GATED_POD, GatedKind
@@ -118,6 +121,7 @@ class LeaderTerm:
         controller = Controller(self.config, cluster, timers, Journals(*journals), backoff_base_ms=self.backoff_base_ms)
         if self.ledger is not None:
             await self._load_credits(controller, set(running))
+            await load_budget_spending(controller, self.ledger.engine, self.clock())
         for name, attempt in attempts.items():
             controller.tracking[name] = Tracking(attempt=attempt)
         ledger = self.ledger
@@ -203,6 +207,13 @@ class LeaderTerm:
             )
             for i in intervals
         )
+
+
+async def load_budget_spending(controller: Controller, engine: AsyncEngine, now: int) -> None:
+    """Budget spending from the ledger, back to the earliest window any budget reads (before running work is
+    submitted, which opens its usage again from `now`). Read even when the quota file has no budget yet, so that
+    one added by a reload counts this window's spending from its start."""
+    controller.budgets.load(await usage_since(engine, history_start(controller.config, now), now))
 
 
 def _uid(cluster: KubeCluster, key: str) -> str | None:

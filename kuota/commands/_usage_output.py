@@ -8,12 +8,14 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from quota.budgets import BudgetStatus, format_hours
 
 GPU_RESOURCE = "nvidia.com/gpu"
 FORMATS = ("table", "csv", "json")
@@ -41,6 +43,66 @@ def as_dict(line: UsageLine, by: str) -> dict[str, str]:
         "hours": plain(line.hours),
         "milli_seconds": plain(line.milli_seconds),
     }
+
+
+def budget_dict(status: BudgetStatus) -> dict[str, object]:
+    return {
+        "owner": status.owner,
+        "scope": "cohort" if status.cohort else "team",
+        "resource": status.resource,
+        "window": status.window,
+        "start": _iso(status.start),
+        "end": _iso(status.end) if status.end is not None else None,
+        "limit_hours": format_hours(status.limit),
+        "spent_hours": format_hours(status.spent),
+        "remaining_hours": format_hours(status.remaining),
+        "limit": str(status.limit),
+        "spent": str(status.spent),
+        "exhausted": status.exhausted,
+        "on_exhausted": status.on_exhausted.value,
+    }
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms // 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write_usage_and_budgets(
+    lines: Sequence[UsageLine],
+    found: Sequence[BudgetStatus],
+    *,
+    by: str,
+    output: str,
+    start: datetime,
+    end: datetime,
+    resource: str | None,
+) -> None:
+    """Usage, then budgets: JSON `{"usage": [...], "budgets": [...]}` (exact amounts as strings of
+    milli-unit-milliseconds beside the hours), CSV the budgets' rows after a blank line, or a second table."""
+    if output == "json":
+        body = {"usage": [as_dict(line, by) for line in lines], "budgets": [budget_dict(s) for s in found]}
+        typer.echo(json.dumps(body, indent=2))
+        return
+    write_usage(lines, by=by, output=output, start=start, end=end, resource=resource)
+    if output == "csv":
+        sys.stdout.write("\n")
+        fields = list(budget_dict(found[0])) if found else ["owner"]
+        writer = csv.DictWriter(sys.stdout, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(budget_dict(s) for s in found)
+        return
+    table = Table(title="Budgets")
+    for column in ("OWNER", "RESOURCE", "WINDOW", "SPENT", "BUDGET", "LEFT", "STATE"):
+        table.add_column(column, overflow="fold", justify="right" if column in ("SPENT", "BUDGET", "LEFT") else "left")
+    for s in found:
+        owner = f"{s.owner} (cohort)" if s.cohort else s.owner
+        state = f"spent: {s.on_exhausted.value}" if s.exhausted else f"{s.spent * 100 // max(1, s.limit)} %"
+        table.add_row(
+            owner, s.resource, s.window, format_hours(s.spent), format_hours(s.limit), format_hours(s.remaining), state
+        )
+    if not found:
+        table.caption = "the quota file has no budgets"
+    Console().print(table)
 
 
 def write_usage(

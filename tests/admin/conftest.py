@@ -130,17 +130,17 @@ class Server:
         asyncio.run_coroutine_threadsafe(ledger.flush(), self.loop).result(10)
 
 
-async def _setup(tmp: Path, tokens: dict[str, str]) -> tuple[Runtime, web.AppRunner, int]:
+async def _setup(tmp: Path, tokens: dict[str, str], text: str = CONFIG) -> tuple[Runtime, web.AppRunner, int]:
     url = f"sqlite+aiosqlite:///{tmp / 'ledger.db'}"
     await upgrade_async(url)
     ledger = Ledger(url)
     await ledger.start()
     registry = CollectorRegistry()
-    config = load_config_text(CONFIG)
+    config = load_config_text(text)
     cluster = StubCluster()
     journal = Journals(LedgerJournal(ledger), metrics_journal(registry))
     controller = Controller(config, cluster, LoopTimers(), journal)  # type: ignore[arg-type]
-    runtime = Runtime(config, CONFIG, ledger=ledger, controller=controller, leader=True)
+    runtime = Runtime(config, text, ledger=ledger, controller=controller, leader=True)
     now = wall_clock_ms()
     # nlp runs 2+2 GPUs; vision runs 4 and borrows 2 more from idle nlp? No: nlp is full, so vision's 6 waits.
     for w in (
@@ -167,13 +167,18 @@ async def _setup(tmp: Path, tokens: dict[str, str]) -> tuple[Runtime, web.AppRun
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    yield from serve(tmp_path_factory, CONFIG)
+
+
+def serve(tmp_path_factory: pytest.TempPathFactory, text: str) -> Iterator[Server]:
+    """The server around a controller of quota file `text`, until the generator is closed."""
     tmp = tmp_path_factory.mktemp("admin")
     tokens = {name: add_token(tmp / "tokens.yaml", name, role) for name, role in ROLES.items()}
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    runtime, runner, port = asyncio.run_coroutine_threadsafe(_setup(tmp, tokens), loop).result(60)
-    yield Server(f"http://127.0.0.1:{port}", tokens, runtime, loop, tmp / "tokens.yaml", CONFIG)
+    runtime, runner, port = asyncio.run_coroutine_threadsafe(_setup(tmp, tokens, text), loop).result(60)
+    yield Server(f"http://127.0.0.1:{port}", tokens, runtime, loop, tmp / "tokens.yaml", text)
 
     async def teardown() -> None:
         await runner.cleanup()

@@ -7,9 +7,14 @@ import pytest
 
 from admission.workload import Workload
 from queues.journal import Journal, Journals, LogJournal, NullJournal, RecordingJournal
+from quota.budgets import BudgetStatus
+from quota.config import BlockAbove, OnExhausted
 from quota.pod_set import PodSet
 
 WORKLOAD = Workload("ns/a", "nlp", 0, (PodSet("main", 1, {"cpu": 1000}),))
+SPENT = BudgetStatus(
+    "nlp", False, "cpu", "day", 0, 86_400_000, 86_400_000, 1000, 800, 0, OnExhausted.BLOCK, BlockAbove.NOMINAL
+)
 STEPS: list[tuple[str, tuple[object, ...]]] = [
     ("workload_seen", (WORKLOAD, 1)),
     ("queued", (WORKLOAD, 3, 2)),
@@ -28,6 +33,7 @@ STEPS: list[tuple[str, tuple[object, ...]]] = [
     ("config_applied", ("teams: []", "file", 13)),
     ("cycle", (4, 1, 1, 0.5, 14)),
     ("decision_failed", (WORKLOAD, "boom", 15)),
+    ("budget_reached", (SPENT, 80, [WORKLOAD], 16)),
 ]
 JOURNAL_STEPS = {name for name in vars(Journal) if not name.startswith("_")}
 
