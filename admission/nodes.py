@@ -11,51 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 
+# The node model's taints and tolerations live one layer down, where pod sets can carry tolerations too.
+from quota.taints import Taint, TaintEffect, Toleration, tolerated
 
-class TaintEffect(StrEnum):
-    NO_SCHEDULE = "NoSchedule"
-    PREFER_NO_SCHEDULE = "PreferNoSchedule"
-    NO_EXECUTE = "NoExecute"
-
-
-@dataclass(frozen=True, slots=True)
-class Taint:
-    key: str
-    value: str = ""
-    effect: TaintEffect = TaintEffect.NO_SCHEDULE
-
-    @property
-    def repels(self) -> bool:
-        """Whether a pod that does not tolerate it is kept off the node (PreferNoSchedule only discourages)."""
-        return self.effect is not TaintEffect.PREFER_NO_SCHEDULE
-
-
-@dataclass(frozen=True, slots=True)
-class Toleration:
-    """A pod's toleration, as Kubernetes matches it: `key` empty with Exists tolerates every taint."""
-
-    key: str = ""
-    operator: str = "Equal"
-    value: str = ""
-    effect: str = ""
-    """Empty: every effect."""
-
-    def tolerates(self, taint: Taint) -> bool:
-        if self.effect and self.effect != taint.effect:
-            return False
-        if not self.key:
-            return self.operator == "Exists"
-        if self.key != taint.key:
-            return False
-        return self.operator == "Exists" or self.value == taint.value
-
-
-def tolerated(taints: Iterable[Taint], tolerations: Iterable[Toleration]) -> bool:
-    """Whether pods with `tolerations` may be placed on a node with `taints`."""
-    held = tuple(tolerations)
-    return all(any(t.tolerates(taint) for t in held) for taint in taints if taint.repels)
+__all__ = ["NodeInventory", "NodeState", "Taint", "TaintEffect", "Toleration", "tolerated"]
 
 
 @dataclass(frozen=True, slots=True)
