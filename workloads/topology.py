@@ -3,7 +3,9 @@
 `kuota.dev/topology-required: LEVEL` or `kuota.dev/topology-preferred: LEVEL` on the template's annotations (Kueue's
 `kueue.x-k8s.io/podset-required-topology` / `-preferred-topology` accepted too); on the object's own annotations
 they apply to every pod set that does not say otherwise. A level that no topology of the quota file has is a
-problem: the flavor is not chosen yet, but such a wish could never be met on any flavor.
+problem: the flavor is not chosen yet, but such a wish could never be met on any flavor. A quota file with no
+topologies at all places nothing on nodes: there the wish is ignored (Kueue's TAS samples still run, placed by the
+scheduler alone, as before topologies existed).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ def topology_request(
     problems: list[JobProblem],
 ) -> TopologyRequest | None:
     """The wish on the template's annotations, else on the object's; None: no wish (pods go anywhere)."""
+    if not levels:
+        return None
     for given, place in ((template, f"{where} metadata.annotations"), (job, "metadata.annotations")):
         found = [(key, required) for key, required in _KEYS if key in given]
         if not found:

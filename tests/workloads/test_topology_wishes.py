@@ -109,3 +109,13 @@ def test_a_jobset_s_replicated_job_template_carries_its_own_wish() -> None:
     wishes = [ps.topology for ps in converted.workload.pod_sets]
     assert wishes[0] == TopologyRequest(RACK, True)
     assert all(w is None for w in wishes[1:])
+
+
+def test_without_topologies_in_the_quota_file_a_wish_is_ignored() -> None:
+    plain = load_config_text(
+        "flavors: [{name: h100}]\n"
+        "teams: [{name: ml, queues: [ml/ml], quotas: [{flavor: h100, resources: {nvidia.com/gpu: {nominal: 64}}}]}]\n"
+    )
+    converted = convert(REGISTRY.get("Job"), _job({"kuota.dev/topology-required": RACK}), plain)
+    assert converted.problems == ()
+    assert converted.workload is not None and converted.workload.pod_sets[0].topology is None
