@@ -267,8 +267,11 @@ def _fits_without(
 
 def _placed_without(snapshot: Snapshot, workload: Workload, assignment: Assignment, gone: Iterable[Workload]) -> bool:
     """Whether the head's pods still fit on nodes once `gone` have left: earlier heads of the cycle may have taken
-    the nodes it was placed on at nomination; the placement is found again against the nodes as they are now."""
+    nodes it was placed on at nomination. The placement it was nominated with stands while its nodes still hold it;
+    otherwise it is found again against the nodes as they are now."""
     with snapshot.without(gone):
+        if topology_admission.still_fits(snapshot, workload, assignment):
+            return True
         return topology_admission.place_all(snapshot, workload, assignment) is None
 
 

@@ -51,6 +51,9 @@ class NodeInventory:
         """node → resource → the sum over its owners."""
         self._owners: dict[str, set[str]] = {}
         """owner → the nodes it has usage on."""
+        self._changes: list[str] | None = None
+        """Nodes whose usage changed, in order, once `track_changes` was called (a cycle's placement index
+        reads it to update only those nodes)."""
         for node in nodes:
             self.set_node(node)
 
@@ -88,6 +91,8 @@ class NodeInventory:
         """Set what `owner` holds on `node` (replacing what it held there before)."""
         self.unbind(owner, node)
         kept = {r: q for r, q in requests.items() if q > 0}
+        if self._changes is not None:
+            self._changes.append(node)
         bound = self._bound.setdefault(node, {})
         bound[owner] = kept
         used = self._used.setdefault(node, {})
@@ -104,6 +109,8 @@ class NodeInventory:
             if name not in nodes:
                 continue
             nodes.discard(name)
+            if self._changes is not None:
+                self._changes.append(name)
             held = self._bound.get(name, {}).pop(owner, {})
             used = self._used.get(name, {})
             for resource, quantity in held.items():
@@ -132,6 +139,20 @@ class NodeInventory:
             return {}
         used = self._used.get(node, {})
         return {r: max(0, q - used.get(r, 0)) for r, q in state.allocatable.items()}
+
+    # -- change tracking --------------------------------------------------------------------------------------
+
+    def track_changes(self) -> None:
+        """Start recording which nodes' usage changes (only on a short-lived copy: the record grows)."""
+        if self._changes is None:
+            self._changes = []
+
+    def change_mark(self) -> int:
+        return len(self._changes) if self._changes is not None else 0
+
+    def changed_since(self, mark: int) -> list[str]:
+        """The nodes whose usage changed after `change_mark()` returned `mark` (repeats possible)."""
+        return self._changes[mark:] if self._changes is not None else []
 
     def copy(self) -> NodeInventory:
         """An independent inventory a cycle may bind into and unbind from without touching this one."""

@@ -22,6 +22,7 @@ milli-units throughout. Pure: no clocks, no I/O.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -111,6 +112,8 @@ class Placer:
         self.inventory = inventory
         self._flavors = {f.name: f for f in config.flavors}
         self._eligible: dict[tuple[object, ...], list[_Slot]] = {}
+        self._indexes: dict[tuple[object, ...], _RoomIndex] = {}
+        inventory.track_changes()
 
     # -- what a pod set asks -------------------------------------------------------------------------------------
 
@@ -136,14 +139,17 @@ class Placer:
 
     # -- eligible nodes ------------------------------------------------------------------------------------------
 
-    def _slots(self, demand: Demand) -> list[_Slot]:
-        pod_set = demand.pod_set
-        key = (
+    @staticmethod
+    def _slot_key(demand: Demand) -> tuple[object, ...]:
+        return (
             demand.topology.name,
             tuple(sorted(demand.node_labels.items())),
-            tuple(sorted(pod_set.node_selector.items())),
+            tuple(sorted(demand.pod_set.node_selector.items())),
             demand.tolerations,
         )
+
+    def _slots(self, demand: Demand) -> list[_Slot]:
+        key = self._slot_key(demand)
         found = self._eligible.get(key)
         if found is None:
             found = self._eligible[key] = self._find_slots(demand)
@@ -203,6 +209,17 @@ class Placer:
 
         `extra`: usage not in the inventory yet (earlier pod sets of the same workload). `scope`: only these nodes
         (a preemption search asking about one domain)."""
+        if demand.count > 0 and not extra and scope is None:
+            return self._index(demand).place(demand)
+        return self.place_directly(demand, extra, scope)
+
+    def place_directly(
+        self,
+        demand: Demand,
+        extra: Mapping[str, Mapping[str, int]] | None = None,
+        scope: frozenset[str] | None = None,
+    ) -> PodSetPlacement | None:
+        """`place` computed from the nodes' usage afresh (the index gives the same answer, faster)."""
         slots = self._slots(demand)
         if scope is not None:
             slots = [s for s in slots if s.node.name in scope]
@@ -223,6 +240,16 @@ class Placer:
             return _placement(demand.topology, chosen, nodes)
         return None
 
+    def _index(self, demand: Demand) -> _RoomIndex:
+        one = per_pod_usage(demand.pod_set.requests)
+        key = (self._slot_key(demand), tuple(sorted(one.items())))
+        index = self._indexes.get(key)
+        if index is None:
+            index = self._indexes[key] = _RoomIndex(self.inventory, self._slots(demand), demand.topology, one)
+        else:
+            index.sync()
+        return index
+
     def domains(self, demand: Demand) -> list[frozenset[str]]:
         """The node names of each domain a preemption search may free for `demand` (its wish's level; the whole
         topology as one domain when it has no wish), whatever is running there now."""
@@ -235,6 +262,139 @@ class Placer:
         for slot in slots:
             groups.setdefault(slot.path[:depth], set()).add(slot.node.name)
         return [frozenset(groups[key]) for key in sorted(groups)]
+
+
+class _RoomIndex:
+    """Room (in pods of one shape) per node and per domain of every level, kept current as usage changes.
+
+    Depth d holds the domains of the d widest levels (keys: their label values); depth len(levels) + 1 the nodes
+    (keys: the values and the node's name). Per depth, the keys are also bucketed by room, each bucket sorted, so
+    the tightest domain that holds n pods is the first key of the smallest room >= n. A cycle's placements touch a
+    few nodes each; only those are recomputed (the inventory records which), so placing costs about the number of
+    domains looked at, not the number of nodes.
+    """
+
+    def __init__(self, inventory: NodeInventory, slots: Sequence[_Slot], topology: Topology, one: Mapping[str, int]):
+        self.inventory = inventory
+        self.topology = topology
+        self.one = dict(one)
+        self.leaves = len(topology.levels) + 1
+        self.node_key: dict[str, tuple[str, ...]] = {}
+        self.room: list[dict[tuple[str, ...], int]] = [{} for _ in range(self.leaves + 1)]
+        self.buckets: list[dict[int, list[tuple[str, ...]]]] = [{} for _ in range(self.leaves + 1)]
+        self.children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+        for slot in slots:
+            key = (*slot.path, slot.node.name)
+            self.node_key[slot.node.name] = key
+            for depth in range(self.leaves):
+                parent, child = key[:depth], key[: depth + 1]
+                if child not in self.room[depth + 1]:
+                    self.children.setdefault(parent, []).append(child)
+                    self.room[depth + 1][child] = 0
+        self.room[0][()] = 0
+        for children in self.children.values():
+            children.sort()
+        self.mark = inventory.change_mark()
+        # Rooms first, then the sums and buckets in one pass each: cheaper than moving every key bucket by bucket.
+        leaf = self.room[self.leaves]
+        for name, key in self.node_key.items():
+            room = self._node_room(name)
+            leaf[key] = room
+            for depth in range(self.leaves):
+                self.room[depth][key[:depth]] += room
+        for depth in range(self.leaves + 1):
+            buckets = self.buckets[depth]
+            for part, room in self.room[depth].items():
+                buckets.setdefault(room, []).append(part)
+            for bucket in buckets.values():
+                bucket.sort()
+
+    def _node_room(self, name: str) -> int:
+        state = self.inventory.node(name)
+        if state is None:
+            return 0
+        allocatable = state.allocatable
+        used = self.inventory.used(name)
+        room: int | None = None
+        for resource, quantity in self.one.items():
+            have = allocatable.get(resource)
+            if have is None:
+                if resource == PODS:
+                    continue
+                return 0
+            free = have - used.get(resource, 0)
+            fits = free // quantity if free > 0 else 0
+            if room is None or fits < room:
+                room = fits
+        return room if room is not None else 0
+
+    def _refresh(self, name: str) -> None:
+        key = self.node_key.get(name)
+        if key is None:
+            return
+        delta = self._node_room(name) - self.room[self.leaves][key]
+        if delta == 0:
+            return
+        for depth in range(self.leaves + 1):
+            part = key[:depth]
+            old = self.room[depth][part]
+            new = old + delta
+            self.room[depth][part] = new
+            bucket = self.buckets[depth][old]
+            del bucket[bisect_left(bucket, part)]
+            if not bucket:
+                del self.buckets[depth][old]
+            insort(self.buckets[depth].setdefault(new, []), part)
+
+    def sync(self) -> None:
+        changed = self.inventory.changed_since(self.mark)
+        self.mark += len(changed)
+        for name in set(changed):
+            self._refresh(name)
+
+    def tightest(self, depth: int, count: int) -> tuple[str, ...] | None:
+        buckets = self.buckets[depth]
+        fitting = [room for room in buckets if room >= count]
+        return buckets[min(fitting)][0] if fitting else None
+
+    def place(self, demand: Demand) -> PodSetPlacement | None:
+        count = demand.count
+        if self.room[0][()] < count:
+            return None
+        for depth in _depths(demand.pod_set.topology, demand.topology.levels):
+            domain = self.tightest(depth, count) if depth else ()
+            if domain is None:
+                continue
+            nodes: dict[str, int] = {}
+            self._fill(domain, count, nodes)
+            return self._placement(nodes)
+        return None
+
+    def _fill(self, domain: tuple[str, ...], count: int, out: dict[str, int]) -> None:
+        if len(domain) == self.leaves:
+            out[domain[-1]] = out.get(domain[-1], 0) + count
+            return
+        rooms = self.room[len(domain) + 1]
+        children = [c for c in self.children.get(domain, ()) if rooms[c] > 0]
+        left = count
+        # Roomiest first (fewest domains used), until what is left fits in one child: that one the tightest.
+        order = sorted(children, key=lambda c: (-rooms[c], c))
+        for position, child in enumerate(order):
+            fitting = [c for c in order[position:] if rooms[c] >= left]
+            if fitting:
+                self._fill(min(fitting, key=lambda c: (rooms[c], c)), left, out)
+                return
+            self._fill(child, rooms[child], out)
+            left -= rooms[child]
+
+    def _placement(self, nodes: dict[str, int]) -> PodSetPlacement:
+        keys = [self.node_key[name] for name in nodes]
+        levels = self.topology.levels
+        for depth in range(len(levels), 0, -1):
+            first = keys[0][:depth]
+            if all(k[:depth] == first for k in keys):
+                return PodSetPlacement(self.topology.name, dict(sorted(nodes.items())), levels[depth - 1], first[-1])
+        return PodSetPlacement(self.topology.name, dict(sorted(nodes.items())))
 
 
 def _depths(wish: TopologyRequest | None, levels: Sequence[str]) -> list[int]:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from admission import partial
 from admission.flavors import Assignment, FlavorAssigner, Mode, PodSetAssignment
+from admission.never_fits import PODS
 from admission.ordering import Entry
-from admission.placement import Demand, Placer, WorkloadPlacement
+from admission.placement import Demand, Placer, WorkloadPlacement, per_pod_usage
 from admission.preemption import PreemptionRequest, Target, find_targets
 from admission.snapshot import Snapshot
 from admission.workload import Workload
@@ -63,6 +64,30 @@ def place_all(
         psa.placement = found
         so_far.add(demand.pod_set, found)
     return None
+
+
+def still_fits(snapshot: Snapshot, workload: Workload, assignment: Assignment) -> bool:
+    """Whether every placed pod set's nodes still have room for its pods there (none missing a placement)."""
+    placer, nodes = snapshot.placer, snapshot.nodes
+    assert placer is not None and nodes is not None
+    so_far = WorkloadPlacement()
+    for psa, demand in _demands(placer, workload, assignment):
+        if psa.placement is None or psa.placement.pods != psa.count:
+            return False
+        one = per_pod_usage(demand.pod_set.requests)
+        for node, pods in psa.placement.nodes.items():
+            state = nodes.node(node)
+            if state is None or not state.schedulable:
+                return False
+            used, extra = nodes.used(node), so_far.usage.get(node, {})
+            for resource, quantity in one.items():
+                have = state.allocatable.get(resource)
+                if have is None and resource == PODS:
+                    continue
+                if have is None or have - used.get(resource, 0) - extra.get(resource, 0) < quantity * pods:
+                    return False
+        so_far.add(demand.pod_set, psa.placement)
+    return True
 
 
 def bind_placement(snapshot: Snapshot, workload: Workload, assignment: Assignment) -> None:

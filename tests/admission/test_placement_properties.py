@@ -87,6 +87,7 @@ def test_placement_rules_hold(inventory: NodeInventory, count: int, gpus: int, w
     demand = placer.demand(pod_set, count, ["h100"])
     assert demand is not None
     found = placer.place(demand)
+    assert found == placer.place_directly(demand), "the room index and a fresh count disagree"
     one = per_pod_usage(pod_set.requests)
     depth = LEVELS.index(wish.level) + 1 if wish is not None else 0
     rooms = _rooms(inventory, depth, one)
@@ -129,6 +130,14 @@ def test_a_cycle_never_over_commits_a_node(
         pod_set = PodSet("main", count, {GPU: gpus * 1000}, topology=wish)
         manager.add(Workload(f"w{index}", "abc"[index], 0, (pod_set,), created_at=index))
     result = manager.schedule(1_000)
+    fresh = Placer(CONFIG, inventory.copy())
+    for pod_set in (
+        PodSet("p", 1, {GPU: 1000}),
+        PodSet("q", 2, {GPU: 8000}, topology=TopologyRequest(RACK_LABEL, True)),
+    ):
+        demand = fresh.demand(pod_set, pod_set.count, ["h100"])
+        assert demand is not None
+        assert fresh.place(demand) == fresh.place_directly(demand), "the index went stale"
     admitted = [d for d in result.decisions if d.verdict is Verdict.ADMITTED]
     for decision in admitted:
         assert manager.state[decision.workload.name] is State.ADMITTED
