@@ -1,7 +1,11 @@
 """`topologies:` and a flavor's `topology`: what loads, and every problem with its path and line."""
 
-import pytest
+from pathlib import Path
 
+import pytest
+from typer.testing import CliRunner
+
+from kuota.cli import app
 from quota.loader import ConfigError, load_config_text
 
 GOOD = """\
@@ -58,3 +62,22 @@ def _problems(text: str) -> str:
 )
 def test_topology_problems_name_path_and_line(body: str, expected: str) -> None:
     assert expected in _problems(body)
+
+
+def test_kuota_validate_reports_every_topology_problem(tmp_path: Path) -> None:
+    bad = tmp_path / "quota.yaml"
+    bad.write_text(
+        "topologies:\n"
+        "  - name: fabric\n"
+        "    levels: [topology.kuota.dev/rack, topology.kuota.dev/rack]\n"
+        "flavors:\n"
+        "  - {name: h100, topology: fabrik}\n"
+        "teams: [{name: ml, queues: [ml/ml], quotas: [{flavor: h100, resources: {nvidia.com/gpu: {nominal: 8}}}]}]\n"
+    )
+    result = CliRunner().invoke(app, ["validate", str(bad)])
+    assert result.exit_code == 2
+    assert "topologies[0].levels[1] (line 3): level 'topology.kuota.dev/rack' is listed twice" in result.output
+    assert "flavors[0].topology (line 5): topology 'fabrik' is not declared under topologies" in result.output
+    good = tmp_path / "good.yaml"
+    good.write_text(GOOD)
+    assert CliRunner().invoke(app, ["validate", str(good)]).exit_code == 0
