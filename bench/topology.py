@@ -8,8 +8,9 @@ rack; 16 nodes requiring one block. Every team's quota is larger than the cluste
 
 Timed: `QueueManager.schedule` for the first cycle (500 heads: the copy of the node inventory, nomination with
 flavor assignment and placement, ordering, the decisions and their placements charged), from a fresh manager each
-run. Reported per run: cycle ms, admissions, ms per admission; then median and range over the runs, and the load
-average before the runs.
+run. Reported per run: cycle ms (wall and CPU), admissions, ms per admission; then median and range over the runs,
+and the load average before the runs. `--without-topology` times the same cycle on a flavor without a topology
+(quota only; the nodes are not looked at), for the cost placement adds.
 
     .venv/bin/python bench/topology.py [--nodes 1000 4000] [--runs 3] [--seed 1]
 """
@@ -51,7 +52,7 @@ SHAPES: tuple[tuple[int, int, int, TopologyRequest | None], ...] = (
 )
 
 
-def config() -> QuotaConfig:
+def config(topology: bool = True) -> QuotaConfig:
     teams = "\n".join(
         f"  - {{name: t{i:03d}, queues: [ml/t{i:03d}], quotas: [{{flavor: h100, resources: "
         f"{{{GPU}: {{nominal: 100000}}, cpu: {{nominal: 10000000}}}}}}]}}"
@@ -59,7 +60,7 @@ def config() -> QuotaConfig:
     )
     return load_config_text(
         f"topologies: [{{name: fabric, levels: [{BLOCK_LABEL}, {RACK_LABEL}, {HOSTNAME_LABEL}]}}]\n"
-        "flavors: [{name: h100, topology: fabric}]\n"
+        f"flavors: [{{name: h100{', topology: fabric' if topology else ''}}}]\n"
         f"teams:\n{teams}\n"
     )
 
@@ -84,6 +85,8 @@ def one_cycle(quota: QuotaConfig, workloads: list[Workload], nodes: int) -> tupl
     result = manager.schedule(now=0)
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     admitted = [d for d in result.decisions if d.verdict is Verdict.ADMITTED]
+    placing = quota.topology_of("h100") is not None
+    assert all(bool(d.placements) == placing for d in admitted), "a placement where none was asked, or none"
     gpus = sum(d.workload.pod_sets[0].requests[GPU] * d.counts["main"] for d in admitted) // 1000
     return elapsed * 1000, cpu * 1000, len(admitted), gpus
 
@@ -93,8 +96,11 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 4000])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--without-topology", action="store_true", help="the same cycle on a flavor without topology (quota only)"
+    )
     args = parser.parse_args()
-    quota, workloads = config(), gangs(args.seed)
+    quota, workloads = config(not args.without_topology), gangs(args.seed)
     print(f"{len(workloads)} pending gangs over {TEAMS} teams; load average before: {os.getloadavg()[0]:.2f}")
     for nodes in args.nodes:
         cycles, cpus, per_admission = [], [], []
