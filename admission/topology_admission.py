@@ -148,7 +148,8 @@ def _targets(
 
     With every pod placed already (`missing` None) only the quota needs victims: the usual search, each of its
     steps also checking that a placement still exists. Otherwise one search per domain of the missing pod set's
-    wish, among the candidates on that domain's nodes (and those holding contested quota)."""
+    wish, among the candidates on that domain's nodes (then, if they are not enough, those holding contested quota
+    as well)."""
     placer, nodes = snapshot.placer, snapshot.nodes
     assert placer is not None and nodes is not None
     quota_contested = assignment.contested
@@ -160,11 +161,11 @@ def _targets(
             quota_contested,
             nodes_fit=lambda: place_all(snapshot, workload, assignment) is None,
         )
-        found = find_targets(snapshot, request)
-        if found:
-            with snapshot.without(t.workload for t in found):
+        quota_victims = find_targets(snapshot, request)
+        if quota_victims:
+            with snapshot.without(t.workload for t in quota_victims):
                 place_all(snapshot, workload, assignment)
-        return found
+        return quota_victims
     # Victims on the domain's nodes hold the topology flavor's resources: those are contested too.
     flavor_frs: set[FlavorResource] = set()
     for psa in assignment.pod_sets:
@@ -176,16 +177,24 @@ def _targets(
         if not any(nodes.owners_on(node) for node in domain):
             continue  # nothing runs there: no victim could free it
 
-        def keep(candidate: Workload, domain: frozenset[str] = domain) -> bool:
+        def inside(candidate: Workload, domain: frozenset[str] = domain) -> bool:
             on = nodes.nodes_of(candidate.name)
-            if on and not on.isdisjoint(domain):
-                return True
-            return bool(quota_contested) and any(fr in quota_contested for fr in snapshot.usage_of(candidate))
+            return bool(on) and not on.isdisjoint(domain)
+
+        def inside_or_quota(candidate: Workload) -> bool:
+            return inside(candidate) or any(fr in quota_contested for fr in snapshot.usage_of(candidate))
 
         def fits(domain: frozenset[str] = domain) -> bool:
             return place_all(snapshot, workload, assignment, missing.pod_set.name, domain) is None
 
-        found = find_targets(snapshot, PreemptionRequest(workload, team, assignment.usage, contested, fits, keep))
+        # The domain's own workloads first: taking quota back from elsewhere first could use up what the rules let
+        # it reclaim (a borrower back at its nominal quota is no candidate) before the domain is free. Only when
+        # they cannot do it alone, the holders of contested quota anywhere too.
+        found: list[Target] = []
+        for keep in (inside, inside_or_quota) if quota_contested else (inside,):
+            found = find_targets(snapshot, PreemptionRequest(workload, team, assignment.usage, contested, fits, keep))
+            if found:
+                break
         if not found:
             continue
         rank = (len(found), max(t.workload.priority for t in found), index)

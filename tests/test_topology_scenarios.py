@@ -54,6 +54,8 @@ def test_every_placement_rule_has_a_scenario() -> None:
         "preemption-frees-rack",
         "partial-admission",
         "cycle-charges-placement",
+        "reclaim-one-rack",
+        "fair-sharing-reclaims-one-rack",
     ):
         assert f"topology-{rule}" in names
 
