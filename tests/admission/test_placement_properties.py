@@ -130,14 +130,6 @@ def test_a_cycle_never_over_commits_a_node(
         pod_set = PodSet("main", count, {GPU: gpus * 1000}, topology=wish)
         manager.add(Workload(f"w{index}", "abc"[index], 0, (pod_set,), created_at=index))
     result = manager.schedule(1_000)
-    fresh = Placer(CONFIG, inventory.copy())
-    for pod_set in (
-        PodSet("p", 1, {GPU: 1000}),
-        PodSet("q", 2, {GPU: 8000}, topology=TopologyRequest(RACK_LABEL, True)),
-    ):
-        demand = fresh.demand(pod_set, pod_set.count, ["h100"])
-        assert demand is not None
-        assert fresh.place(demand) == fresh.place_directly(demand), "the index went stale"
     admitted = [d for d in result.decisions if d.verdict is Verdict.ADMITTED]
     for decision in admitted:
         assert manager.state[decision.workload.name] is State.ADMITTED
@@ -146,3 +138,28 @@ def test_a_cycle_never_over_commits_a_node(
         used = inventory.used(node.name)
         for resource, quantity in used.items():
             assert quantity <= node.allocatable.get(resource, quantity), f"{node.name} over-committed in {resource}"
+
+
+@SETTINGS
+@given(clusters(), st.lists(st.tuples(st.integers(1, 6), st.sampled_from([1, 4, 8]), WISHES), min_size=1, max_size=6))
+def test_the_room_index_follows_every_bind_and_unbind(
+    inventory: NodeInventory, asks: list[tuple[int, int, TopologyRequest | None]]
+) -> None:
+    """Placing, binding and unbinding in turn on one cycle's inventory: the index answers what a fresh count does."""
+    cycle = inventory.copy()
+    placer = Placer(CONFIG, cycle)
+    placed: list[str] = []
+    for index, (count, gpus, wish) in enumerate(asks):
+        pod_set = PodSet("main", count, {GPU: gpus * 1000}, topology=wish)
+        demand = placer.demand(pod_set, count, ["h100"])
+        assert demand is not None
+        found = placer.place(demand)
+        assert found == placer.place_directly(demand)
+        if found is None:
+            continue
+        owner = f"head-{index}"
+        for node, pods in found.nodes.items():
+            cycle.bind(owner, node, {r: q * pods for r, q in per_pod_usage(pod_set.requests).items()})
+        placed.append(owner)
+        if index % 3 == 2:
+            cycle.unbind(placed.pop(0))  # a victim leaves
