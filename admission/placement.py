@@ -113,6 +113,9 @@ class Placer:
         self._flavors = {f.name: f for f in config.flavors}
         self._eligible: dict[tuple[object, ...], list[_Slot]] = {}
         self._indexes: dict[tuple[object, ...], _RoomIndex] = {}
+        self._skeletons: dict[tuple[object, ...], _Skeleton] = {}
+        self._usage: dict[int, tuple[PodSet, dict[str, int]]] = {}
+        self.topology_flavors = frozenset(f.name for f in config.flavors if config.topology_of(f.name) is not None)
         inventory.track_changes()
 
     # -- what a pod set asks -------------------------------------------------------------------------------------
@@ -240,12 +243,23 @@ class Placer:
             return _placement(demand.topology, chosen, nodes)
         return None
 
+    def _one(self, pod_set: PodSet) -> dict[str, int]:
+        """`per_pod_usage` of a pod set, once per cycle (the cache holds the pod set, so its id stays its own)."""
+        cached = self._usage.get(id(pod_set))
+        if cached is None or cached[0] is not pod_set:
+            cached = self._usage[id(pod_set)] = (pod_set, per_pod_usage(pod_set.requests))
+        return cached[1]
+
     def _index(self, demand: Demand) -> _RoomIndex:
-        one = per_pod_usage(demand.pod_set.requests)
-        key = (self._slot_key(demand), tuple(sorted(one.items())))
+        one = self._one(demand.pod_set)
+        slot_key = self._slot_key(demand)
+        key = (slot_key, tuple(sorted(one.items())))
         index = self._indexes.get(key)
         if index is None:
-            index = self._indexes[key] = _RoomIndex(self.inventory, self._slots(demand), demand.topology, one)
+            skeleton = self._skeletons.get(slot_key)
+            if skeleton is None:
+                skeleton = self._skeletons[slot_key] = _Skeleton(self._slots(demand), len(demand.topology.levels))
+            index = self._indexes[key] = _RoomIndex(self.inventory, skeleton, demand.topology, one)
         else:
             index.sync()
         return index
@@ -264,50 +278,61 @@ class Placer:
         return [frozenset(groups[key]) for key in sorted(groups)]
 
 
+class _Skeleton:
+    """The domains of one set of eligible nodes, level by level, numbered in label order (shared by the room
+    indexes of every pod shape on these nodes: numbers compare faster than tuples of labels)."""
+
+    def __init__(self, slots: Sequence[_Slot], levels: int) -> None:
+        self.leaves = levels + 1
+        keys: list[set[tuple[str, ...]]] = [set() for _ in range(self.leaves + 1)]
+        keys[0].add(())  # the whole topology, even with no node in it
+        for slot in slots:
+            key = (*slot.path, slot.node.name)
+            for depth in range(self.leaves + 1):
+                keys[depth].add(key[:depth])
+        self.keys = [sorted(level) for level in keys]
+        ordinal = [{key: number for number, key in enumerate(level)} for level in self.keys]
+        self.path: dict[str, tuple[int, ...]] = {}
+        """Node name → its domain's number at every depth (0: everything; the last: the node itself)."""
+        children: list[list[set[int]]] = [[set() for _ in level] for level in self.keys]
+        for slot in slots:
+            key = (*slot.path, slot.node.name)
+            numbers = tuple(ordinal[depth][key[:depth]] for depth in range(self.leaves + 1))
+            self.path[slot.node.name] = numbers
+            for depth in range(self.leaves):
+                children[depth][numbers[depth]].add(numbers[depth + 1])
+        self.children = [[sorted(c) for c in level] for level in children]
+
+
 class _RoomIndex:
     """Room (in pods of one shape) per node and per domain of every level, kept current as usage changes.
 
-    Depth d holds the domains of the d widest levels (keys: their label values); depth len(levels) + 1 the nodes
-    (keys: the values and the node's name). Per depth, the keys are also bucketed by room, each bucket sorted, so
-    the tightest domain that holds n pods is the first key of the smallest room >= n. A cycle's placements touch a
-    few nodes each; only those are recomputed (the inventory records which), so placing costs about the number of
-    domains looked at, not the number of nodes.
+    Depth d holds the domains of the d widest levels; depth len(levels) + 1 the nodes. Per depth, the domains are
+    also bucketed by room, each bucket sorted, so the tightest domain that holds n pods is the first of the
+    smallest room >= n. A cycle's placements touch a few nodes each; only those are recomputed (the inventory
+    records which), so placing costs about the number of domains looked at, not the number of nodes.
     """
 
-    def __init__(self, inventory: NodeInventory, slots: Sequence[_Slot], topology: Topology, one: Mapping[str, int]):
+    def __init__(self, inventory: NodeInventory, skeleton: _Skeleton, topology: Topology, one: Mapping[str, int]):
         self.inventory = inventory
+        self.skeleton = skeleton
         self.topology = topology
         self.one = dict(one)
-        self.leaves = len(topology.levels) + 1
-        self.node_key: dict[str, tuple[str, ...]] = {}
-        self.room: list[dict[tuple[str, ...], int]] = [{} for _ in range(self.leaves + 1)]
-        self.buckets: list[dict[int, list[tuple[str, ...]]]] = [{} for _ in range(self.leaves + 1)]
-        self.children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
-        for slot in slots:
-            key = (*slot.path, slot.node.name)
-            self.node_key[slot.node.name] = key
-            for depth in range(self.leaves):
-                parent, child = key[:depth], key[: depth + 1]
-                if child not in self.room[depth + 1]:
-                    self.children.setdefault(parent, []).append(child)
-                    self.room[depth + 1][child] = 0
-        self.room[0][()] = 0
-        for children in self.children.values():
-            children.sort()
+        self.leaves = skeleton.leaves
         self.mark = inventory.change_mark()
-        # Rooms first, then the sums and buckets in one pass each: cheaper than moving every key bucket by bucket.
+        self.room: list[list[int]] = [[0] * len(level) for level in skeleton.keys]
         leaf = self.room[self.leaves]
-        for name, key in self.node_key.items():
+        for name, numbers in skeleton.path.items():
             room = self._node_room(name)
-            leaf[key] = room
+            leaf[numbers[-1]] = room
             for depth in range(self.leaves):
-                self.room[depth][key[:depth]] += room
-        for depth in range(self.leaves + 1):
-            buckets = self.buckets[depth]
-            for part, room in self.room[depth].items():
-                buckets.setdefault(room, []).append(part)
-            for bucket in buckets.values():
-                bucket.sort()
+                self.room[depth][numbers[depth]] += room
+        self.buckets: list[dict[int, list[int]]] = []
+        for rooms in self.room:
+            buckets: dict[int, list[int]] = {}
+            for number, room in enumerate(rooms):
+                buckets.setdefault(room, []).append(number)  # in number order already
+            self.buckets.append(buckets)
 
     def _node_room(self, name: str) -> int:
         state = self.inventory.node(name)
@@ -329,22 +354,21 @@ class _RoomIndex:
         return room if room is not None else 0
 
     def _refresh(self, name: str) -> None:
-        key = self.node_key.get(name)
-        if key is None:
+        numbers = self.skeleton.path.get(name)
+        if numbers is None:
             return
-        delta = self._node_room(name) - self.room[self.leaves][key]
+        delta = self._node_room(name) - self.room[self.leaves][numbers[-1]]
         if delta == 0:
             return
-        for depth in range(self.leaves + 1):
-            part = key[:depth]
-            old = self.room[depth][part]
-            new = old + delta
-            self.room[depth][part] = new
-            bucket = self.buckets[depth][old]
-            del bucket[bisect_left(bucket, part)]
+        for depth, number in enumerate(numbers):
+            rooms, buckets = self.room[depth], self.buckets[depth]
+            old = rooms[number]
+            new = rooms[number] = old + delta
+            bucket = buckets[old]
+            del bucket[bisect_left(bucket, number)]
             if not bucket:
-                del self.buckets[depth][old]
-            insort(self.buckets[depth].setdefault(new, []), part)
+                del buckets[old]
+            insort(buckets.setdefault(new, []), number)
 
     def sync(self) -> None:
         changed = self.inventory.changed_since(self.mark)
@@ -352,48 +376,50 @@ class _RoomIndex:
         for name in set(changed):
             self._refresh(name)
 
-    def tightest(self, depth: int, count: int) -> tuple[str, ...] | None:
+    def tightest(self, depth: int, count: int) -> int | None:
         buckets = self.buckets[depth]
         fitting = [room for room in buckets if room >= count]
         return buckets[min(fitting)][0] if fitting else None
 
     def place(self, demand: Demand) -> PodSetPlacement | None:
         count = demand.count
-        if self.room[0][()] < count:
+        if self.room[0][0] < count:
             return None
         for depth in _depths(demand.pod_set.topology, demand.topology.levels):
-            domain = self.tightest(depth, count) if depth else ()
+            domain = self.tightest(depth, count) if depth else 0
             if domain is None:
                 continue
             nodes: dict[str, int] = {}
-            self._fill(domain, count, nodes)
+            self._fill(depth, domain, count, nodes)
             return self._placement(nodes)
         return None
 
-    def _fill(self, domain: tuple[str, ...], count: int, out: dict[str, int]) -> None:
-        if len(domain) == self.leaves:
-            out[domain[-1]] = out.get(domain[-1], 0) + count
+    def _fill(self, depth: int, domain: int, count: int, out: dict[str, int]) -> None:
+        if depth == self.leaves:
+            name = self.skeleton.keys[depth][domain][-1]
+            out[name] = out.get(name, 0) + count
             return
-        rooms = self.room[len(domain) + 1]
-        children = [c for c in self.children.get(domain, ()) if rooms[c] > 0]
+        rooms = self.room[depth + 1]
+        children = [c for c in self.skeleton.children[depth][domain] if rooms[c] > 0]
         left = count
         # Roomiest first (fewest domains used), until what is left fits in one child: that one the tightest.
         order = sorted(children, key=lambda c: (-rooms[c], c))
         for position, child in enumerate(order):
             fitting = [c for c in order[position:] if rooms[c] >= left]
             if fitting:
-                self._fill(min(fitting, key=lambda c: (rooms[c], c)), left, out)
+                self._fill(depth + 1, min(fitting, key=lambda c: (rooms[c], c)), left, out)
                 return
-            self._fill(child, rooms[child], out)
+            self._fill(depth + 1, child, rooms[child], out)
             left -= rooms[child]
 
     def _placement(self, nodes: dict[str, int]) -> PodSetPlacement:
-        keys = [self.node_key[name] for name in nodes]
+        paths = [self.skeleton.path[name] for name in nodes]
         levels = self.topology.levels
         for depth in range(len(levels), 0, -1):
-            first = keys[0][:depth]
-            if all(k[:depth] == first for k in keys):
-                return PodSetPlacement(self.topology.name, dict(sorted(nodes.items())), levels[depth - 1], first[-1])
+            first = paths[0][depth]
+            if all(p[depth] == first for p in paths):
+                domain = self.skeleton.keys[depth][first][-1]
+                return PodSetPlacement(self.topology.name, dict(sorted(nodes.items())), levels[depth - 1], domain)
         return PodSetPlacement(self.topology.name, dict(sorted(nodes.items())))
 
 

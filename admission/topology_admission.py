@@ -27,7 +27,8 @@ def involves_nodes(snapshot: Snapshot, assignment: Assignment) -> bool:
     placer = snapshot.placer
     if placer is None:
         return False
-    return any(snapshot.config.topology_of(f) is not None for ps in assignment.pod_sets for f in ps.flavors.values())
+    placed = placer.topology_flavors
+    return any(f in placed for ps in assignment.pod_sets for f in ps.flavors.values())
 
 
 def _demands(placer: Placer, workload: Workload, assignment: Assignment) -> list[tuple[PodSetAssignment, Demand]]:
