@@ -204,16 +204,9 @@ def _process(snapshot: Snapshot, entry: Entry, preempted: dict[str, Workload]) -
         )
 
     placed = topology_admission.involves_nodes(snapshot, assignment)
-    if placed and any(t.workload.name in preempted for t in entry.targets):
-        # Its victims were judged for its domain; with some already leaving for others, look again next cycle.
-        return Decision(
-            workload,
-            Verdict.SKIPPED,
-            assignment,
-            message="its possible victims are already being preempted for other workloads",
-        )
-    if mode is Mode.PREEMPT and any(t.workload.name in preempted for t in entry.targets):
-        return _rejudge(snapshot, entry, preempted)
+    # (Only a head placed on nodes has victims without needing preemption for quota: they free its domain.)
+    if (mode is Mode.PREEMPT or entry.targets) and any(t.workload.name in preempted for t in entry.targets):
+        return _rejudge(snapshot, entry, preempted, placed)
 
     gone = [*preempted.values(), *(t.workload for t in entry.targets)]
     if not _fits_without(snapshot, team, assignment.usage, gone) or (
@@ -234,16 +227,28 @@ def _process(snapshot: Snapshot, entry: Entry, preempted: dict[str, Workload]) -
     return Decision(workload, Verdict.ADMITTED, assignment)
 
 
-def _rejudge(snapshot: Snapshot, entry: Entry, preempted: dict[str, Workload]) -> Decision:
-    """Victims overlap earlier choices: look again with every victim chosen so far already gone."""
+def _rejudge(snapshot: Snapshot, entry: Entry, preempted: dict[str, Workload], placed: bool) -> Decision:
+    """Victims overlap earlier choices: look again with every victim chosen so far already gone. `placed`: the head
+    also needs a placement on nodes (then found again, and any new victims are chosen to free a domain)."""
     workload, team, assignment = entry.workload, entry.team, entry.assignment
     tree = snapshot.tree
+
+    def fits() -> bool:
+        if not tree.fits(team, assignment.usage):
+            return False
+        return not placed or topology_admission.place_all(snapshot, workload, assignment) is None
+
     with snapshot.without(preempted.values()):
-        fits_now = tree.fits(team, assignment.usage)
-        targets = [] if fits_now else find_targets(snapshot, _request(workload, team, assignment))
+        fits_now = fits()
+        if fits_now:
+            targets = []
+        elif placed:
+            targets = topology_admission.victims(snapshot, workload, team, assignment)
+        else:
+            targets = find_targets(snapshot, _request(workload, team, assignment))
         if targets:
             with snapshot.without(t.workload for t in targets):
-                fits_now = tree.fits(team, assignment.usage)
+                fits_now = fits()
     if not fits_now:
         return Decision(
             workload,
@@ -254,6 +259,8 @@ def _rejudge(snapshot: Snapshot, entry: Entry, preempted: dict[str, Workload]) -
     for target in targets:
         preempted[target.workload.name] = target.workload
     snapshot.charge(team, assignment.usage)
+    if placed:
+        topology_admission.bind_placement(snapshot, workload, assignment)
     message = _waiting(len(targets)) if targets else "waiting for preemptions issued for other workloads"
     return Decision(workload, Verdict.PREEMPTING, assignment, targets, message=message)
 

@@ -138,6 +138,13 @@ def nominate(snapshot: Snapshot, workload: Workload, team: Node, assigner: Flavo
     return Entry(workload, team, full)
 
 
+def victims(snapshot: Snapshot, workload: Workload, team: Node, assignment: Assignment) -> list[Target]:
+    """Victims for a head whose earlier victims went to other heads of the cycle (those are gone already)."""
+    if assignment.mode is Mode.PREEMPT and not find_targets(snapshot, _quota_request(workload, team, assignment)):
+        return []
+    return _targets(snapshot, workload, team, assignment, place_all(snapshot, workload, assignment))
+
+
 def _quota_request(workload: Workload, team: Node, assignment: Assignment) -> PreemptionRequest:
     return PreemptionRequest(workload, team, assignment.usage, assignment.contested)
 

@@ -7,6 +7,7 @@ pod, `{}` for none; `nodes`, pods per node) and part of a pending workload's `me
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from sim.scenario import load_scenario_text, run_scenario
 from tests.test_scenarios import SCENARIOS, suite_run
@@ -99,3 +101,53 @@ def test_the_table_shows_where_each_workload_landed(tmp_path: Path) -> None:
     out = proc.stdout.decode()
     assert "placement" in out
     assert "rack=rack-000; node-000×1" in out and "rack=rack-001; node-004×1" in out
+
+
+# -- every other scenario, on a topology that never constrains ------------------------------------------------------
+
+OTHER_FILES = sorted(p for p in SCENARIOS.glob("*.yaml") if not p.name.startswith("topology-"))
+#: More than any scenario asks of any resource.
+PLENTY = "1e12"
+
+
+def _on_roomy_nodes(doc: dict[str, Any]) -> dict[str, Any]:
+    """The scenario with every flavor on a topology, and per flavor one node (its labels) that holds everything."""
+    scenario = {k: v for k, v in doc.items() if k not in ("expect", "source", "notes")}
+    config = dict(scenario["config"])
+    config["topologies"] = [{"name": "fabric", "levels": ["topology.kuota.dev/rack", "kubernetes.io/hostname"]}]
+    config["flavors"] = [{**flavor, "topology": "fabric"} for flavor in config.get("flavors", [])]
+    scenario["config"] = config
+    resources = {r for w in scenario.get("workloads", []) for ps in w["podSets"] for r in ps.get("requests", {})}
+    scenario["nodes"] = [
+        {
+            "name": f"node-{flavor['name']}",
+            "labels": {
+                **flavor.get("nodeLabels", {}),
+                "topology.kuota.dev/rack": "rack-0",
+                "kubernetes.io/hostname": f"node-{flavor['name']}",
+            },
+            "allocatable": {r: PLENTY for r in {*resources, "pods"}},
+        }
+        for flavor in config["flavors"]
+    ]
+    return scenario
+
+
+def _without_placements(outcome: dict[str, Any]) -> dict[str, Any]:
+    return {name: {k: v for k, v in entry.items() if k != "placement"} for name, entry in outcome.items()}
+
+
+@pytest.mark.parametrize("path", OTHER_FILES, ids=[p.stem for p in OTHER_FILES])
+def test_a_topology_that_never_constrains_changes_no_decision(path: Path) -> None:
+    """Every scenario of semantics.md and kuota's other rules, its flavors placed on nodes with room for
+    everything: the same outcome, cycle for cycle (only `placement` is added)."""
+    doc, _, plain = suite_run(path)
+    placed_text = yaml.safe_dump(_on_roomy_nodes(doc), sort_keys=False)
+    expect = doc["expect"]
+    placed = run_scenario(
+        load_scenario_text(placed_text, str(path)),
+        cycles=int(expect.get("cycles", 1)),
+        until_idle=bool(expect.get("until-idle")),
+    )
+    assert placed["cycles"] == plain["cycles"]
+    assert _without_placements(json.loads(json.dumps(placed["workloads"]))) == plain["workloads"]
