@@ -380,6 +380,13 @@ class QueueManager:
             if workload is not None and self.state.get(name) is State.PENDING and workload.team in self.queues:
                 self._capacity_changed(workload.team)
 
+    def nodes_changed(self) -> None:
+        """Nodes were added, became Ready, were uncordoned or freed by pods kuota does not place: every head parked
+        for want of room on nodes may fit now. The cluster calls this; quota changes unpark through their cohort."""
+        for team in self.queues:
+            self.queues[team].unpark_all()
+            self.blocked.pop(team, None)
+
     def _capacity_changed(self, team: str) -> None:
         node = self.tree.teams[team]
         root = node.root()

@@ -3,8 +3,10 @@ has, through admissions, completions and preemptions on the virtual clock."""
 
 from __future__ import annotations
 
+from admission.nodes import NodeInventory
 from admission.workload import Workload
 from clusters.sim.cluster import SimJob, Simulation
+from queues.manager import QueueManager, State
 from quota.loader import load_config_text
 from quota.pod_set import PodSet, TopologyRequest
 from sim.nodes import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL, generated_nodes
@@ -59,3 +61,29 @@ def test_gangs_run_in_one_rack_and_nodes_never_overflow() -> None:
     (preemption,) = manager.preemptions.values()
     assert (preemption.victim, preemption.preemptor) == ("gang-0", "urgent")
     assert sim.jobs["gang-0"].resumed_from == [None, "gang-0@1"]
+
+
+def test_a_head_parked_for_want_of_nodes_looks_again_when_nodes_change() -> None:
+    """A gang no rack holds is parked (quota would fit); a new rack lets it in once the cluster says nodes changed."""
+    manager = QueueManager(CONFIG)
+    inventory = NodeInventory(generated_nodes(2, 8, 4, 3))
+    manager.nodes = inventory
+    gang = _job("gang", 0, 4, 8, 100, rack=True).workload
+    manager.add(gang)
+    manager.schedule(1_000)
+    assert manager.inadmissible("gang"), manager.messages["gang"]
+    assert "no topology.kuota.dev/rack domain of topology fabric has room for 4 pods" in manager.messages["gang"]
+    for node in generated_nodes(4, 8, 4, 3, first=4):
+        inventory.set_node(node)
+    manager.schedule(2_000)
+    assert manager.state["gang"] is State.PENDING and manager.inadmissible("gang"), "parked: nobody said so"
+    manager.nodes_changed()
+    manager.schedule(3_000)
+    assert manager.state["gang"] is State.ADMITTED
+    admission = manager.workloads["gang"].admission
+    assert admission is not None and sorted(admission.placement["main"]) == [
+        "node-004",
+        "node-005",
+        "node-006",
+        "node-007",
+    ]
