@@ -12,6 +12,8 @@ from enum import StrEnum
 from fractions import Fraction
 
 from admission.cycle import CycleResult, Decision, Verdict, run_cycle
+from admission.nodes import NodeInventory
+from admission.placement import placement_usage
 from admission.running import RunningWorkloads
 from admission.snapshot import Snapshot, iso_time
 from admission.workload import Admission, Workload
@@ -81,6 +83,9 @@ class QueueManager:
         self._base_priority: dict[str, int] = {}
         """Workloads of teams under `lowerPriority` → their own priority, given back when the budget recovers."""
         self._lowest = 0
+        self.nodes: NodeInventory | None = None
+        """The nodes of the flavors with a topology, with every running workload's placement bound under its name;
+        set by the cluster (None: no topology, nothing is placed on nodes). Each cycle works on a copy."""
         # Running work and its usage, kept current so a snapshot is a copy rather than a recount.
         self.live = self.tree.copy()
         self.running_by_team: dict[str, RunningWorkloads] = {t.name: RunningWorkloads() for t in config.teams}
@@ -117,6 +122,9 @@ class QueueManager:
         self.usage[workload.name] = usage
         self.running_by_team[workload.team][workload.name] = workload
         self.live.add_all(self.live.teams[workload.team], usage)
+        if self.nodes is not None and workload.admission is not None and workload.admission.placement:
+            for node, requests in placement_usage(workload.pod_sets, workload.admission.placement).items():
+                self.nodes.bind(workload.name, node, requests)
 
     def _update_running(self, workload: Workload) -> None:
         self.running_by_team[workload.team][workload.name] = workload
@@ -126,6 +134,8 @@ class QueueManager:
         if self.running_by_team[workload.team].pop(name, None) is None:
             return
         self.live.remove_all(self.live.teams[workload.team], self.usage.pop(name))
+        if self.nodes is not None:
+            self.nodes.unbind(name)
 
     def pending(self, team: str | None = None) -> list[Workload]:
         teams = [team] if team is not None else list(self.queues)
@@ -154,7 +164,15 @@ class QueueManager:
         return heads
 
     def snapshot(self, factors: Mapping[str, Fraction] | None = None) -> Snapshot:
-        return Snapshot.of_running(self.config, self.live, self.running_by_team, self.usage, factors)
+        return Snapshot.of_running(
+            self.config, self.live, self.running_by_team, self.usage, factors, nodes=self._cycle_nodes()
+        )
+
+    def _cycle_nodes(self) -> NodeInventory | None:
+        """The cycle's copy of the nodes: only when some flavor has a topology (otherwise nothing to place)."""
+        if self.nodes is None or not any(f.topology for f in self.config.flavors):
+            return None
+        return self.nodes.copy()
 
     def schedule(
         self, now: int, factors: Mapping[str, Fraction] | None = None, serial: Mapping[str, str] | None = None
@@ -166,7 +184,13 @@ class QueueManager:
         if heads:
             # The cycle runs on the live tree: what it charges is taken back, and `apply` charges what stays.
             snapshot = Snapshot.of_running(
-                self.config, self.live, self.running_by_team, self.usage, factors, share_tree=True
+                self.config,
+                self.live,
+                self.running_by_team,
+                self.usage,
+                factors,
+                share_tree=True,
+                nodes=self._cycle_nodes(),
             )
             snapshot.now = now
             snapshot.budgets = self.budgets
@@ -196,7 +220,12 @@ class QueueManager:
                 queue.remove(name)
                 admitted = replace(
                     workload,
-                    admission=Admission(decision.assignment.flavors(), decision.assignment.counts(), now),
+                    admission=Admission(
+                        decision.assignment.flavors(),
+                        decision.assignment.counts(),
+                        now,
+                        decision.assignment.node_counts(),
+                    ),
                     evicting=False,
                 )
                 self.workloads[name] = admitted
@@ -410,6 +439,13 @@ class QueueManager:
             workload = self.workloads.get(name)
             if workload is not None and self.state.get(name) is State.PENDING and workload.team in self.queues:
                 self._capacity_changed(workload.team)
+
+    def nodes_changed(self) -> None:
+        """Nodes were added, became Ready, were uncordoned or freed by pods kuota does not place: every head parked
+        for want of room on nodes may fit now. The cluster calls this; quota changes unpark through their cohort."""
+        for team in self.queues:
+            self.queues[team].unpark_all()
+            self.blocked.pop(team, None)
 
     def _capacity_changed(self, team: str) -> None:
         node = self.tree.teams[team]

@@ -49,6 +49,7 @@ def check(config: QuotaConfig) -> list[Problem]:
         *_quotas(config),
         *_fair_sharing(config),
         *_budgets(config),
+        *_topologies(config),
     ]
 
 
@@ -233,3 +234,25 @@ def _budgets(config: QuotaConfig) -> Iterator[Problem]:
                         )
                     else:
                         seen[key] = b_index
+def is_label_key(key: str) -> bool:
+    """A Kubernetes label key: an optional DNS-subdomain prefix and a name (`topology.kuota.dev/rack`)."""
+    return is_resource_name(key)
+
+
+def _topologies(config: QuotaConfig) -> Iterator[Problem]:
+    yield from _unique("topology", "topologies", [t.name for t in config.topologies])
+    for index, topology in enumerate(config.topologies):
+        base: Path = ("topologies", index, "levels")
+        if not topology.levels:
+            yield base, "a topology needs at least one level (a node label such as kubernetes.io/hostname)"
+        seen: dict[str, int] = {}
+        for l_index, level in enumerate(topology.levels):
+            if not is_label_key(level):
+                yield (*base, l_index), f"level {level!r} is not a node label key"
+            if level in seen:
+                yield (*base, l_index), f"level {level!r} is listed twice (first at levels[{seen[level]}])"
+            seen.setdefault(level, l_index)
+    names = {t.name for t in config.topologies}
+    for index, flavor in enumerate(config.flavors):
+        if flavor.topology is not None and flavor.topology not in names:
+            yield ("flavors", index, "topology"), f"topology {flavor.topology!r} is not declared under topologies"
