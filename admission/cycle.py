@@ -11,9 +11,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from admission import partial
+from admission import partial, topology_admission
 from admission.flavors import Assignment, FlavorAssigner, Mode, Outcome, PreemptionOracle
 from admission.ordering import Entry, order_heads
+from admission.placement import PodSetPlacement
 from admission.preemption import PreemptionRequest, Target, find_targets
 from admission.snapshot import Snapshot
 from admission.workload import Workload
@@ -65,6 +66,11 @@ class Decision:
     @property
     def counts(self) -> dict[str, int]:
         return self.assignment.counts() if self.assignment is not None else {}
+
+    @property
+    def placements(self) -> dict[str, PodSetPlacement]:
+        """Per pod set on a flavor with a topology: the domain (`node_selector()`) and the pods per node."""
+        return self.assignment.placements() if self.assignment is not None else {}
 
 
 @dataclass(slots=True)
@@ -124,6 +130,8 @@ def _nominate(snapshot: Snapshot, workload: Workload) -> Entry:
     searches: dict[tuple[FlavorResource, int], list[Target]] = {}
     assigner = FlavorAssigner(snapshot.config, snapshot.tree, workload, _oracle(snapshot, workload, searches))
     full = assigner.assign()
+    if topology_admission.involves_nodes(snapshot, full):
+        return topology_admission.nominate(snapshot, workload, team, assigner, full)
     if full.mode is Mode.FIT:
         return Entry(workload, team, full)
     if full.mode is Mode.PREEMPT:
@@ -195,17 +203,31 @@ def _process(snapshot: Snapshot, entry: Entry, preempted: dict[str, Workload]) -
             message=_join(assignment.message(), "no running workload may be preempted for it"),
         )
 
+    placed = topology_admission.involves_nodes(snapshot, assignment)
+    if placed and any(t.workload.name in preempted for t in entry.targets):
+        # Its victims were judged for its domain; with some already leaving for others, look again next cycle.
+        return Decision(
+            workload,
+            Verdict.SKIPPED,
+            assignment,
+            message="its possible victims are already being preempted for other workloads",
+        )
     if mode is Mode.PREEMPT and any(t.workload.name in preempted for t in entry.targets):
         return _rejudge(snapshot, entry, preempted)
 
-    if not _fits_without(snapshot, team, assignment.usage, [*preempted.values(), *(t.workload for t in entry.targets)]):
+    gone = [*preempted.values(), *(t.workload for t in entry.targets)]
+    if not _fits_without(snapshot, team, assignment.usage, gone) or (
+        placed and not _placed_without(snapshot, workload, assignment, gone)
+    ):
         return Decision(
             workload, Verdict.SKIPPED, assignment, message="no longer fits after other admissions in this cycle"
         )
     for target in entry.targets:
         preempted[target.workload.name] = target.workload
     snapshot.charge(team, assignment.usage)
-    if mode is Mode.PREEMPT:
+    if placed:
+        topology_admission.bind_placement(snapshot, workload, assignment)
+    if mode is Mode.PREEMPT or entry.targets:
         return Decision(
             workload, Verdict.PREEMPTING, assignment, list(entry.targets), message=_waiting(len(entry.targets))
         )
@@ -241,6 +263,16 @@ def _fits_without(
 ) -> bool:
     with snapshot.without(gone):
         return snapshot.tree.fits(team, usage)
+
+
+def _placed_without(snapshot: Snapshot, workload: Workload, assignment: Assignment, gone: Iterable[Workload]) -> bool:
+    """Whether the head's pods still fit on nodes once `gone` have left: earlier heads of the cycle may have taken
+    nodes it was placed on at nomination. The placement it was nominated with stands while its nodes still hold it;
+    otherwise it is found again against the nodes as they are now."""
+    with snapshot.without(gone):
+        if topology_admission.still_fits(snapshot, workload, assignment):
+            return True
+        return topology_admission.place_all(snapshot, workload, assignment) is None
 
 
 def _reserved(team: Node, assignment: Assignment) -> dict[FlavorResource, int]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from admission.never_fits import PODS, label_keys, requests_at, selector_admits
+from admission.placement import PodSetPlacement
 from admission.workload import Workload
 from quota.config import (
     BorrowPolicy,
@@ -65,6 +66,8 @@ class PodSetAssignment:
     modes: dict[str, Outcome] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
     failed: bool = False
+    placement: PodSetPlacement | None = None
+    """On a flavor with a topology: the nodes its pods go to (set once the workload's placement is found)."""
 
     @property
     def mode(self) -> Mode:
@@ -104,6 +107,15 @@ class Assignment:
 
     def counts(self) -> dict[str, int]:
         return {ps.name: ps.count for ps in self.pod_sets}
+
+    def placements(self) -> dict[str, PodSetPlacement]:
+        """Per pod set on a flavor with a topology, where its pods go (the admit patch's node selector and
+        per-node counts); pod sets on other flavors are not in it."""
+        return {ps.name: ps.placement for ps in self.pod_sets if ps.placement is not None}
+
+    def node_counts(self) -> dict[str, dict[str, int]]:
+        """Per placed pod set, node → pods: what a running workload's Admission keeps."""
+        return {name: dict(p.nodes) for name, p in self.placements().items()}
 
     def message(self) -> str:
         parts = []

@@ -17,6 +17,11 @@ KUEUE_PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
 MIN_PARALLELISM: Final = "kuota.dev/min-parallelism"
 KUEUE_MIN_PARALLELISM: Final = "kueue.x-k8s.io/job-min-parallelism"
 CHECKPOINT_URL: Final = "kuota.dev/checkpoint-url"
+# On a pod template: keep the pod set's pods inside one domain of a topology level (spec/topology.md).
+TOPOLOGY_REQUIRED: Final = "kuota.dev/topology-required"
+TOPOLOGY_PREFERRED: Final = "kuota.dev/topology-preferred"
+KUEUE_TOPOLOGY_REQUIRED: Final = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_TOPOLOGY_PREFERRED: Final = "kueue.x-k8s.io/podset-preferred-topology"
 
 # The checkpoint handshake: kuota asks, the job answers.
 CHECKPOINT_REQUESTED_AT: Final = "kuota.dev/checkpoint-requested-at"

@@ -11,51 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 
+# The node model's taints and tolerations live one layer down, where pod sets can carry tolerations too.
+from quota.taints import Taint, TaintEffect, Toleration, tolerated
 
-class TaintEffect(StrEnum):
-    NO_SCHEDULE = "NoSchedule"
-    PREFER_NO_SCHEDULE = "PreferNoSchedule"
-    NO_EXECUTE = "NoExecute"
-
-
-@dataclass(frozen=True, slots=True)
-class Taint:
-    key: str
-    value: str = ""
-    effect: TaintEffect = TaintEffect.NO_SCHEDULE
-
-    @property
-    def repels(self) -> bool:
-        """Whether a pod that does not tolerate it is kept off the node (PreferNoSchedule only discourages)."""
-        return self.effect is not TaintEffect.PREFER_NO_SCHEDULE
-
-
-@dataclass(frozen=True, slots=True)
-class Toleration:
-    """A pod's toleration, as Kubernetes matches it: `key` empty with Exists tolerates every taint."""
-
-    key: str = ""
-    operator: str = "Equal"
-    value: str = ""
-    effect: str = ""
-    """Empty: every effect."""
-
-    def tolerates(self, taint: Taint) -> bool:
-        if self.effect and self.effect != taint.effect:
-            return False
-        if not self.key:
-            return self.operator == "Exists"
-        if self.key != taint.key:
-            return False
-        return self.operator == "Exists" or self.value == taint.value
-
-
-def tolerated(taints: Iterable[Taint], tolerations: Iterable[Toleration]) -> bool:
-    """Whether pods with `tolerations` may be placed on a node with `taints`."""
-    held = tuple(tolerations)
-    return all(any(t.tolerates(taint) for t in held) for taint in taints if taint.repels)
+__all__ = ["NodeInventory", "NodeState", "Taint", "TaintEffect", "Toleration", "tolerated"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +51,9 @@ class NodeInventory:
         """node → resource → the sum over its owners."""
         self._owners: dict[str, set[str]] = {}
         """owner → the nodes it has usage on."""
+        self._changes: list[str] | None = None
+        """Nodes whose usage changed, in order, once `track_changes` was called (a cycle's placement index
+        reads it to update only those nodes)."""
         for node in nodes:
             self.set_node(node)
 
@@ -128,6 +91,8 @@ class NodeInventory:
         """Set what `owner` holds on `node` (replacing what it held there before)."""
         self.unbind(owner, node)
         kept = {r: q for r, q in requests.items() if q > 0}
+        if self._changes is not None:
+            self._changes.append(node)
         bound = self._bound.setdefault(node, {})
         bound[owner] = kept
         used = self._used.setdefault(node, {})
@@ -144,6 +109,8 @@ class NodeInventory:
             if name not in nodes:
                 continue
             nodes.discard(name)
+            if self._changes is not None:
+                self._changes.append(name)
             held = self._bound.get(name, {}).pop(owner, {})
             used = self._used.get(name, {})
             for resource, quantity in held.items():
@@ -172,6 +139,20 @@ class NodeInventory:
             return {}
         used = self._used.get(node, {})
         return {r: max(0, q - used.get(r, 0)) for r, q in state.allocatable.items()}
+
+    # -- change tracking --------------------------------------------------------------------------------------
+
+    def track_changes(self) -> None:
+        """Start recording which nodes' usage changes (only on a short-lived copy: the record grows)."""
+        if self._changes is None:
+            self._changes = []
+
+    def change_mark(self) -> int:
+        return len(self._changes) if self._changes is not None else 0
+
+    def changed_since(self, mark: int) -> list[str]:
+        """The nodes whose usage changed after `change_mark()` returned `mark` (repeats possible)."""
+        return self._changes[mark:] if self._changes is not None else []
 
     def copy(self) -> NodeInventory:
         """An independent inventory a cycle may bind into and unbind from without touching this one."""

@@ -48,6 +48,11 @@ class PreemptionRequest:
     team: Node
     usage: Mapping[FlavorResource, int]
     contested: frozenset[FlavorResource]
+    nodes_fit: Callable[[], bool] | None = None
+    """Topology placement: whether the preemptor's pods also fit on the nodes as the search has left them."""
+    keep: Callable[[Workload], bool] | None = None
+    """Topology placement: only candidates this accepts (those on the domain being freed, or holding contested
+    quota); None: every candidate."""
 
 
 class Variant(IntEnum):
@@ -97,7 +102,7 @@ def _fits(snapshot: Snapshot, request: PreemptionRequest, allow_borrowing: bool)
             return False
         if value > tree.available(request.team, fr):
             return False
-    return True
+    return request.nodes_fit is None or request.nodes_fit()
 
 
 def _fill_back(snapshot: Snapshot, targets: list[Target], fits: Callable[[], bool]) -> list[Target]:
@@ -258,6 +263,8 @@ def _candidates(
     for key, index in merged:
         source = sources[index]
         workload = snapshot.workloads[source.team.name][key[3]]
+        if request.keep is not None and not request.keep(workload):
+            continue
         variant = _classify(snapshot, request, workload, source.advantage)
         if variant is not Variant.NEVER:
             yield _Candidate(workload, variant, source.lca)
@@ -441,7 +448,7 @@ def _eligible(
     only_contested = all(fr in request.contested for fr in team.usage)
     for key in chain(keys, rest):
         workload = running[key[3]]
-        if not workload.preemptible:
+        if not workload.preemptible or (request.keep is not None and not request.keep(workload)):
             continue
         protection = snapshot.protection(workload)
         if protection is not None and not (reclaim and protection.except_reclaim):

@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from fractions import Fraction
 
+from admission.nodes import NodeInventory
+from admission.placement import Placer, placement_usage
 from admission.running import RunningWorkloads
 from admission.workload import Workload
 from quota.config import MinRuntime, QuotaConfig
@@ -28,8 +30,12 @@ class Snapshot:
         running: Mapping[str, RunningWorkloads] | None = None,
         usage: dict[str, dict[FlavorResource, int]] | None = None,
         log_charges: bool = False,
+        nodes: NodeInventory | None = None,
     ) -> None:
-        """`running` and `usage` (by workload name) are shared with the caller, not copied (see `of_running`)."""
+        """`running` and `usage` (by workload name) are shared with the caller, not copied (see `of_running`).
+
+        `nodes`: the cycle's own copy of the node inventory, with every running workload's placement bound under
+        its name; None when no flavor has a topology (then nothing is placed on nodes and nothing costs more)."""
         self.config = config
         self.tree = tree
         self.fair_sharing = config.fair_sharing.enabled
@@ -50,6 +56,8 @@ class Snapshot:
         """The earliest end of a minimum runtime that kept a candidate out of a search since it was last reset."""
         self._min_runtimes: dict[tuple[str, str | None], MinRuntime | None] = {}
         self._protects = self._any_min_runtime(config)
+        self.nodes = nodes
+        self.placer: Placer | None = Placer(config, nodes) if nodes is not None else None
         for workload in admitted:
             self.add_workload(workload)
 
@@ -60,10 +68,12 @@ class Snapshot:
         admitted: Iterable[Workload],
         factors: Mapping[str, Fraction] | None = None,
         tree: QuotaTree | None = None,
+        nodes: NodeInventory | None = None,
     ) -> Snapshot:
-        """A fresh snapshot; pass a prebuilt `tree` (with no usage) to skip recomputing the static quotas."""
+        """A fresh snapshot; pass a prebuilt `tree` (with no usage) to skip recomputing the static quotas. `nodes` is
+        used as it is (pass a copy): the admitted workloads' placements are bound into it."""
         base = tree if tree is not None else QuotaTree.from_config(config)
-        return cls(config, base.copy(), admitted, factors)
+        return cls(config, base.copy(), admitted, factors, nodes=nodes)
 
     @classmethod
     def of_running(
@@ -75,6 +85,7 @@ class Snapshot:
         factors: Mapping[str, Fraction] | None = None,
         *,
         share_tree: bool = False,
+        nodes: NodeInventory | None = None,
     ) -> Snapshot:
         """A snapshot from state kept up to date incrementally: `tree` already carries the usage of `by_team`.
 
@@ -91,6 +102,7 @@ class Snapshot:
             running=by_team,
             usage=usage,
             log_charges=share_tree,
+            nodes=nodes,
         )
 
     def charge(self, team: Node, usage: Mapping[FlavorResource, int]) -> None:
@@ -120,6 +132,17 @@ class Snapshot:
         self._usage[workload.name] = usage
         self.workloads[workload.team][workload.name] = workload
         self.tree.add_all(self.tree.teams[workload.team], usage)
+        if self.nodes is not None:
+            self.bind(workload)
+
+    def bind(self, workload: Workload) -> None:
+        """Charge a running workload's placement to the cycle's nodes, under its name."""
+        assert self.nodes is not None
+        admission = workload.admission
+        if admission is None or not admission.placement:
+            return
+        for node, requests in placement_usage(workload.pod_sets, admission.placement).items():
+            self.nodes.bind(workload.name, node, requests)
 
     def remove_workload(self, workload: Workload) -> None:
         usage = self._usage.get(workload.name)
@@ -127,6 +150,8 @@ class Snapshot:
             usage = workload.usage()
         del self.workloads[workload.team][workload.name]
         self.tree.remove_all(self.tree.teams[workload.team], usage)
+        if self.nodes is not None:
+            self.nodes.unbind(workload.name)
 
     def contains(self, workload: Workload) -> bool:
         return workload.name in self.workloads.get(workload.team, {})

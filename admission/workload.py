@@ -20,6 +20,8 @@ class Admission:
     flavors: Mapping[str, Mapping[str, str]]
     counts: Mapping[str, int]
     admitted_at: int = 0
+    placement: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """On flavors with a topology: per pod set, node → pods placed there (empty: no node placement)."""
 
 
 @dataclass(frozen=True, slots=True)

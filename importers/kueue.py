@@ -37,7 +37,7 @@ from workloads.registry import REGISTRY
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_CONFIG_GROUP = "config.kueue.x-k8s.io"
 #: The Kueue kinds the importer converts, in the order their sections appear in the output.
-KUEUE_KINDS = ("ResourceFlavor", "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue")
+KUEUE_KINDS = ("Topology", "ResourceFlavor", "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue")
 _KNOWN_VERSIONS = ("v1alpha1", "v1beta1", "v1beta2")
 _KINDS = frozenset(KUEUE_KINDS)
 
@@ -173,6 +173,7 @@ _CQ_FIELDS = {
 }  # fmt: skip
 _COHORT_FIELDS = {"parent", "parentName", "resourceGroups", "fairSharing"}
 _FLAVOR_FIELDS = {"nodeLabels", "tolerations", "nodeTaints", "topologyName"}
+_TOPOLOGY_FIELDS = {"levels"}
 _LQ_FIELDS = {"clusterQueue", "fairSharing", "stopPolicy"}
 _TOP_LEVEL = {"apiVersion", "kind", "metadata", "spec", "status"}
 _WPC_TOP_LEVEL = {"apiVersion", "kind", "metadata", "value", "description"}
@@ -188,6 +189,7 @@ class _Converter:
     objects: dict[tuple[str, str | None, str], _Object] = field(default_factory=dict)
     configurations: list[Doc] = field(default_factory=list)
     flavor_names: _Names = field(init=False)
+    topology_names: _Names = field(init=False)
     class_names: _Names = field(init=False)
     cohort_names: _Names = field(init=False)
     team_names: _Names = field(init=False)
@@ -323,6 +325,7 @@ class _Converter:
     # -- names -----------------------------------------------------------------------------------------------
 
     def names(self) -> None:
+        self.topology_names = _Names("Topology", [o.name for o in self.of_kind("Topology")], self.warnings)
         flavors = [o.name for o in self.of_kind("ResourceFlavor")] + self.flavor_refs()
         self.flavor_names = _Names("ResourceFlavor", flavors, self.warnings)
         self.class_names = _Names(
@@ -408,13 +411,31 @@ class _Converter:
                 "only the flavor's tolerations; add matching tolerations if admitted pods should tolerate "
                 "them"
             )
-        if spec.get("topologyName"):
-            self.warnings.append(
-                f"{obj.label}: spec.topologyName {spec['topologyName']!r} not converted: kuota has no "
-                "topology-aware scheduling; pods are placed by the Kubernetes scheduler within the "
-                "flavor's nodes"
-            )
+        topology = spec.get("topologyName")
+        if topology:
+            if isinstance(topology, str) and topology in self.topology_names:
+                out["topology"] = self.topology_names[topology]
+            else:
+                self.warnings.append(
+                    f"{obj.label}: spec.topologyName {topology!r} names no Topology in the input; dropped (pods "
+                    "are then placed by the Kubernetes scheduler within the flavor's nodes); import the Topology "
+                    "with it to keep topology-aware placement"
+                )
         return out
+
+    def topology(self, obj: _Object) -> Doc:
+        """A Topology's levels (node labels, widest first), as the quota file's `topologies` entry."""
+        self._unknown(obj, obj.spec, _TOPOLOGY_FIELDS, "spec")
+        levels = []
+        for index, level in enumerate(self._list(obj.spec.get("levels"), f"{obj.label}: spec.levels")):
+            label = self._mapping(level, f"{obj.label}: spec.levels[{index}]").get("nodeLabel")
+            if not isinstance(label, str) or not label:
+                self.problems.append(f"{obj.label}: spec.levels[{index}].nodeLabel is not a node label")
+                continue
+            levels.append(label)
+        if not levels:
+            self.problems.append(f"{obj.label}: spec.levels is empty; a topology needs at least one level")
+        return {"name": self.topology_names[obj.name], "levels": levels}
 
     def priority_class(self, obj: _Object) -> Doc:
         self._unknown(obj, obj.body, _WPC_TOP_LEVEL, "")
@@ -781,6 +802,7 @@ def convert(documents: Sequence[Any]) -> ImportResult:
     conv = _Converter()
     conv.collect(documents)
     conv.names()
+    topologies = [conv.topology(o) for o in conv.of_kind("Topology")]
     flavors = _flavors(conv)
     classes = [conv.priority_class(o) for o in conv.of_kind("WorkloadPriorityClass")]
     declared = {o.name: o for o in conv.of_kind("Cohort")}
@@ -801,7 +823,7 @@ def convert(documents: Sequence[Any]) -> ImportResult:
         raise KueueImportError(conv.problems)
     config: Doc = {"apiVersion": "kuota.dev/v1", "kind": "QuotaConfig"}
     sections: list[tuple[str, Any]] = [
-        ("flavors", flavors), ("priorityClasses", classes), ("fairSharing", fair_sharing),
+        ("topologies", topologies), ("flavors", flavors), ("priorityClasses", classes), ("fairSharing", fair_sharing),
         ("cohorts", cohorts), ("teams", teams), ("jobKinds", job_kinds),
     ]  # fmt: skip
     config.update((key, value) for key, value in sections if value)

@@ -12,6 +12,8 @@ from enum import StrEnum
 from fractions import Fraction
 
 from admission.cycle import CycleResult, Decision, Verdict, run_cycle
+from admission.nodes import NodeInventory
+from admission.placement import placement_usage
 from admission.running import RunningWorkloads
 from admission.snapshot import Snapshot, iso_time
 from admission.workload import Admission, Workload
@@ -75,6 +77,9 @@ class QueueManager:
         self.protection_waits: dict[str, int] = {}
         """Head parked because every victim it needs is still within its minimum runtime → when the first of the
         minimum runtimes it met ends; then its cohort's parked work looks again."""
+        self.nodes: NodeInventory | None = None
+        """The nodes of the flavors with a topology, with every running workload's placement bound under its name;
+        set by the cluster (None: no topology, nothing is placed on nodes). Each cycle works on a copy."""
         # Running work and its usage, kept current so a snapshot is a copy rather than a recount.
         self.live = self.tree.copy()
         self.running_by_team: dict[str, RunningWorkloads] = {t.name: RunningWorkloads() for t in config.teams}
@@ -107,6 +112,9 @@ class QueueManager:
         self.usage[workload.name] = usage
         self.running_by_team[workload.team][workload.name] = workload
         self.live.add_all(self.live.teams[workload.team], usage)
+        if self.nodes is not None and workload.admission is not None and workload.admission.placement:
+            for node, requests in placement_usage(workload.pod_sets, workload.admission.placement).items():
+                self.nodes.bind(workload.name, node, requests)
 
     def _update_running(self, workload: Workload) -> None:
         self.running_by_team[workload.team][workload.name] = workload
@@ -116,6 +124,8 @@ class QueueManager:
         if self.running_by_team[workload.team].pop(name, None) is None:
             return
         self.live.remove_all(self.live.teams[workload.team], self.usage.pop(name))
+        if self.nodes is not None:
+            self.nodes.unbind(name)
 
     def pending(self, team: str | None = None) -> list[Workload]:
         teams = [team] if team is not None else list(self.queues)
@@ -144,7 +154,15 @@ class QueueManager:
         return heads
 
     def snapshot(self, factors: Mapping[str, Fraction] | None = None) -> Snapshot:
-        return Snapshot.of_running(self.config, self.live, self.running_by_team, self.usage, factors)
+        return Snapshot.of_running(
+            self.config, self.live, self.running_by_team, self.usage, factors, nodes=self._cycle_nodes()
+        )
+
+    def _cycle_nodes(self) -> NodeInventory | None:
+        """The cycle's copy of the nodes: only when some flavor has a topology (otherwise nothing to place)."""
+        if self.nodes is None or not any(f.topology for f in self.config.flavors):
+            return None
+        return self.nodes.copy()
 
     def schedule(
         self, now: int, factors: Mapping[str, Fraction] | None = None, serial: Mapping[str, str] | None = None
@@ -156,7 +174,13 @@ class QueueManager:
         if heads:
             # The cycle runs on the live tree: what it charges is taken back, and `apply` charges what stays.
             snapshot = Snapshot.of_running(
-                self.config, self.live, self.running_by_team, self.usage, factors, share_tree=True
+                self.config,
+                self.live,
+                self.running_by_team,
+                self.usage,
+                factors,
+                share_tree=True,
+                nodes=self._cycle_nodes(),
             )
             snapshot.now = now
             snapshot.checkpoints = self.checkpoints
@@ -185,7 +209,12 @@ class QueueManager:
                 queue.remove(name)
                 admitted = replace(
                     workload,
-                    admission=Admission(decision.assignment.flavors(), decision.assignment.counts(), now),
+                    admission=Admission(
+                        decision.assignment.flavors(),
+                        decision.assignment.counts(),
+                        now,
+                        decision.assignment.node_counts(),
+                    ),
                     evicting=False,
                 )
                 self.workloads[name] = admitted

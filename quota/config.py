@@ -138,10 +138,19 @@ class Toleration(_Model):
         return value
 
 
+class Topology(_Model):
+    """A named topology: node-label levels from the widest domain to the narrowest (block, rack, host)."""
+
+    name: str
+    levels: tuple[str, ...]
+
+
 class Flavor(_Model):
     name: str
     node_labels: dict[str, str] = Field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    topology: str | None = None
+    """The topology its nodes are placed by (see spec/topology.md); None: kuota counts quota only."""
 
 
 class MinRuntime(_Model):
@@ -320,6 +329,7 @@ class Namespace(_Model):
 class QuotaConfig(_Model):
     api_version: str = "kuota.dev/v1"
     kind: str = "QuotaConfig"
+    topologies: tuple[Topology, ...] = ()
     flavors: tuple[Flavor, ...] = ()
     priority_classes: tuple[PriorityClass, ...] = ()
     fair_sharing: FairSharingSettings = Field(default_factory=FairSharingSettings)
@@ -361,6 +371,13 @@ class QuotaConfig(_Model):
         if value != "QuotaConfig":
             raise ValueError("kind must be QuotaConfig")
         return value
+
+    def topology_of(self, flavor: str) -> Topology | None:
+        """The topology a flavor declares (None: none, or a name no topology has, which validation reports)."""
+        for spec in self.flavors:
+            if spec.name == flavor:
+                return next((t for t in self.topologies if t.name == spec.topology), None)
+        return None
 
     def default_priority_class(self) -> PriorityClass | None:
         return next((pc for pc in self.priority_classes if pc.default), None)

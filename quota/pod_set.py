@@ -10,6 +10,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from quota.taints import Toleration
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """Where a pod set's pods must (or would rather) be together: inside one domain of a topology level."""
+
+    level: str
+    """A node label of the flavor's topology (`topology.kuota.dev/rack`)."""
+    required: bool
+    """Required: in one domain of `level` or not admitted. Preferred: the narrowest level that fits, from `level`
+    up, and failing every level anywhere."""
+
 
 @dataclass(frozen=True, slots=True)
 class PodSet:
@@ -19,7 +32,11 @@ class PodSet:
     """Per-pod requests in milli-units."""
     min_count: int | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
-    """Only labels that flavors define matter: they rule flavors in or out."""
+    """The pods' nodeSelector. For flavors, only labels some flavor defines matter (they rule flavors in or out);
+    on a flavor with a topology every label must match the node the pods go to."""
+    topology: TopologyRequest | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    """The pods' tolerations: only nodes whose repelling taints they all tolerate take them (topology flavors)."""
 
     def total(self, count: int | None = None) -> dict[str, int]:
         n = self.count if count is None else count

@@ -48,6 +48,7 @@ def check(config: QuotaConfig) -> list[Problem]:
         *_namespaces(config),
         *_quotas(config),
         *_fair_sharing(config),
+        *_topologies(config),
     ]
 
 
@@ -209,3 +210,27 @@ def _fair_sharing(config: QuotaConfig) -> Iterator[Problem]:
     for resource in config.fair_sharing.resource_weights:
         if not is_resource_name(resource):
             yield ("fairSharing", "resourceWeights", resource), f"{resource!r} is not a resource name"
+
+
+def is_label_key(key: str) -> bool:
+    """A Kubernetes label key: an optional DNS-subdomain prefix and a name (`topology.kuota.dev/rack`)."""
+    return is_resource_name(key)
+
+
+def _topologies(config: QuotaConfig) -> Iterator[Problem]:
+    yield from _unique("topology", "topologies", [t.name for t in config.topologies])
+    for index, topology in enumerate(config.topologies):
+        base: Path = ("topologies", index, "levels")
+        if not topology.levels:
+            yield base, "a topology needs at least one level (a node label such as kubernetes.io/hostname)"
+        seen: dict[str, int] = {}
+        for l_index, level in enumerate(topology.levels):
+            if not is_label_key(level):
+                yield (*base, l_index), f"level {level!r} is not a node label key"
+            if level in seen:
+                yield (*base, l_index), f"level {level!r} is listed twice (first at levels[{seen[level]}])"
+            seen.setdefault(level, l_index)
+    names = {t.name for t in config.topologies}
+    for index, flavor in enumerate(config.flavors):
+        if flavor.topology is not None and flavor.topology not in names:
+            yield ("flavors", index, "topology"), f"topology {flavor.topology!r} is not declared under topologies"

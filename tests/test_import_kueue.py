@@ -25,6 +25,8 @@ from importers.kueue import (
 from kuota.commands import import_kueue as command
 from quota.config import QuotaConfig
 from quota.loader import load_config_data
+from quota.pod_set import TopologyRequest
+from workloads.reading import convert as convert_job
 from workloads.registry import REGISTRY
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared"
@@ -167,11 +169,40 @@ def test_tas_gpu_queues() -> None:
     flavor = by_name(data["flavors"])["tas-flavor"]
     assert flavor["nodeLabels"] == {"cloud.provider.com/node-group": "tas-group"}
     assert flavor["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    stderr = result.stderr
-    assert "ResourceFlavor tas-flavor: spec.topologyName" in stderr
-    assert stderr.count("skipped 1 Topology") == 1
+    assert flavor["topology"] == "default"
+    assert data["topologies"] == [
+        {
+            "name": "default",
+            "levels": [
+                "cloud.provider.com/topology-block",
+                "cloud.provider.com/topology-rack",
+                "kubernetes.io/hostname",
+            ],
+        }
+    ]
+    assert "Topology" not in result.stderr, "the Topology is converted, not skipped"
     config = load_config_data(data)
     assert config.team_for_queue("default/tas-user-queue") is not None
+    topology = config.topology_of("tas-flavor")
+    assert topology is not None and topology.levels[1] == "cloud.provider.com/topology-rack"
+
+
+@pytest.mark.parametrize(
+    ("job", "level", "required"),
+    [
+        ("tas__sample-job-required.yaml", "cloud.provider.com/topology-rack", True),
+        ("tas__sample-job-preferred.yaml", "cloud.provider.com/topology-block", False),
+    ],
+)
+def test_kueue_tas_jobs_keep_their_wish_under_the_imported_topology(job: str, level: str, required: bool) -> None:
+    """Kueue's TAS sample Jobs, read against the quota file imported from Kueue's TAS queues, ask kuota for the
+    same placement they ask Kueue for."""
+    config = load_config_data(converted(run(KUEUE / "tas__sample-queues.yaml")))
+    obj = yaml.safe_load((KUEUE / job).read_text(encoding="utf-8"))
+    obj["metadata"]["namespace"] = "default"
+    conversion = convert_job(REGISTRY.get("Job"), obj, config)
+    assert conversion.workload is not None, conversion.problems
+    assert conversion.workload.pod_sets[0].topology == TopologyRequest(level, required)
 
 
 def test_two_resource_groups_stay_resource_groups() -> None:
@@ -675,7 +706,7 @@ def test_unsupported_fields_are_warnings(tmp_path: Path) -> None:
         "ClusterQueue solo: borrowingLimit 2 of cpu in flavor default dropped",
         "ClusterQueue solo: lendingLimit 1 of cpu in flavor default dropped",
         "ClusterQueue no-selector: has no spec.namespaceSelector, so Kueue admits from no namespace",
-        "ResourceFlavor default: spec.topologyName 'default' not converted",
+        "ResourceFlavor default: spec.topologyName 'default' names no Topology in the input; dropped",
         "ResourceFlavor default: spec.nodeTaints (spot:NoSchedule) not converted",
         "LocalQueue solo/q: spec.stopPolicy Hold not converted",
         "LocalQueue solo/lost: spec.clusterQueue 'nowhere' is not a ClusterQueue in the input; the queue is dropped",

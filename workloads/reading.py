@@ -23,8 +23,9 @@ from typing import Any, NamedTuple, TypeGuard
 from admission.labels import QUEUE_LABEL
 from admission.workload import Workload
 from quota.config import PriorityClass, QuotaConfig
-from quota.pod_set import PodSet
+from quota.pod_set import PodSet, TopologyRequest
 from quota.quantity import format_resource, too_large
+from quota.taints import Toleration
 from workloads.gates import GatedKind, Group, GroupReading
 from workloads.kind import JobKind, PodTemplate, Resolve, dotted
 from workloads.problems import JobError, JobProblem, JobProblemKind, not_a
@@ -39,6 +40,7 @@ from workloads.rules import (
     priority_class_for,
     queue_of,
 )
+from workloads.topology import tolerations_of, topology_request
 
 _NO_NAMES = RequestedNames(None, None, None, None)
 
@@ -81,6 +83,8 @@ class PodSetRequest:
     """Per-pod requests in milli-units."""
     node_selector: Mapping[str, str]
     """The template's own nodeSelector (not a copy: readers only read it)."""
+    topology: TopologyRequest | None = None
+    tolerations: tuple[Toleration, ...] = ()
 
 
 class Parts(NamedTuple):
@@ -207,7 +211,9 @@ def read(
             )
             return Reading(tuple(problems), names, metadata, labels, annotations, None, None, None, None, None)
     unresolved = resolve is None and bool(kind.referenced_kinds)
-    return _read_parts(kind, metadata, labels, annotations, templates, problems, names, namespace, index, unresolved)
+    return _read_parts(
+        kind, metadata, labels, annotations, templates, problems, names, namespace, index, unresolved, obj
+    )
 
 
 def _read_parts(
@@ -221,6 +227,7 @@ def _read_parts(
     namespace: str,
     index: ConfigIndex,
     unresolved: bool = False,
+    obj: Any = None,
 ) -> Reading:
     """The rest of `read`, shared with `read_group`. `unresolved`: the kind reads its pod sets from objects it
     references and there was no lookup, so there are no pod sets to convert even when nothing is wrong."""
@@ -236,7 +243,7 @@ def _read_parts(
     if url_problem is not None:
         problems.append(url_problem)
     problems.extend(kind.metadata_problems(labels, annotations))
-    pod_sets = _pod_sets(kind, templates, annotations, problems)
+    pod_sets = _pod_sets(kind, templates, annotations, problems, index, obj)
     if problems or team is None or unresolved:
         return Reading(
             tuple(problems), names, metadata, labels, annotations, namespace, queue, team, priority_class, None
@@ -252,8 +259,29 @@ def first_priority(templates: list[PodTemplate]) -> Mapping[str, Any]:
     return templates[0].spec if templates else EMPTY
 
 
+def _template_annotations(obj: Any, template: PodTemplate) -> Mapping[str, Any]:
+    """The annotations of the pod template whose spec is at `template.path` in `obj` (none for a template read
+    from another object, or when there is no object at hand)."""
+    if obj is None or template.source is not None:
+        return EMPTY
+    node: Any = obj
+    for part in template.path[:-1]:
+        if isinstance(part, str) and is_map(node):
+            node = node.get(part)
+        elif isinstance(part, int) and isinstance(node, list) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            return EMPTY
+    return mapping(mapping(mapping(node).get("metadata")).get("annotations"))
+
+
 def _pod_sets(
-    kind: JobKind, templates: list[PodTemplate], annotations: Mapping[str, Any], problems: list[JobProblem]
+    kind: JobKind,
+    templates: list[PodTemplate],
+    annotations: Mapping[str, Any],
+    problems: list[JobProblem],
+    index: ConfigIndex,
+    obj: Any = None,
 ) -> tuple[PodSetRequest, ...]:
     # The min-count annotation applies to the one pod set that can be scaled down; kinds with none refuse it.
     scaled = next((t for t in templates if t.scaled is not None), None)
@@ -274,6 +302,10 @@ def _pod_sets(
                 minimum if template.scaled is not None else None,
                 requests,
                 mapping(template.spec.get("nodeSelector")),
+                topology_request(
+                    _template_annotations(obj, template), annotations, template.where, index.topology_levels, problems
+                ),
+                tolerations_of(template.spec),
             )
         )
     for resource, total in totals.items():
@@ -329,6 +361,8 @@ def _workload(reading: Reading, key: str, created_at: int) -> Workload:
                 requests=p.requests,
                 min_count=p.min_count,
                 node_selector=dict(p.node_selector),
+                topology=p.topology,
+                tolerations=p.tolerations,
             )
             for p in pod_sets
         ),

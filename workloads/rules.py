@@ -57,6 +57,8 @@ class ConfigIndex:
     namespaces: Mapping[str, Namespace]
     priority_classes: Mapping[str, PriorityClass]
     default_class: PriorityClass | None
+    topology_levels: frozenset[str] = frozenset()
+    """Every level of every topology: a pod set's topology wish must name one."""
 
     @classmethod
     def build(cls, config: QuotaConfig) -> ConfigIndex:
@@ -76,6 +78,7 @@ class ConfigIndex:
             namespaces={ns.name: ns for ns in config.namespaces},
             priority_classes={pc.name: pc for pc in config.priority_classes},
             default_class=config.default_priority_class(),
+            topology_levels=frozenset(level for t in config.topologies for level in t.levels),
         )
 
     def managed(self, namespace: str) -> bool:

@@ -17,6 +17,7 @@ from enum import IntEnum
 
 from typing_extensions import override
 
+from admission.nodes import NodeInventory, NodeState
 from admission.workload import Workload
 from queues.controller import Controller
 from queues.journal import Journal, Journals, NullJournal
@@ -136,7 +137,10 @@ class Simulation:
         backoff_base_ms: int = 10_000,
         on_progress: Callable[[int, int], None] | None = None,
         checkpoint_aware_victims: bool = True,
+        nodes: Iterable[NodeState] | None = None,
     ) -> None:
+        """`nodes`: the simulated cluster's nodes, for flavors with a topology; admitted workloads' pods are bound
+        to the nodes of the engine's placement while they run (None: no nodes, quota alone decides)."""
         self.now = 0
         self.jobs = {job.workload.name: job for job in jobs}
         self.acked_at: dict[str, int] = {}
@@ -153,6 +157,8 @@ class Simulation:
             backoff_base_ms=backoff_base_ms,
             checkpoint_aware_victims=checkpoint_aware_victims,
         )
+        if nodes is not None:
+            self.controller.manager.nodes = NodeInventory(nodes)
         # Messages show virtual time as seconds since the start of the replay.
         self.controller.manager.time_text = lambda ms: f"{ms // 1000}s"
         self.stats.bind(self)

@@ -53,7 +53,9 @@ def _fail(message: str) -> None:
 
 def _print_table(name: str, outcome: dict[str, Any]) -> None:
     table = Table(title=f"{name or 'scenario'} — after {outcome['cycles']} cycle(s)")
-    for column in ("workload", "state", "flavors", "counts", "details"):
+    placed = any("placement" in entry for entry in outcome["workloads"].values())
+    columns = ("workload", "state", "flavors", "counts", *(("placement",) if placed else ()), "details")
+    for column in columns:
         table.add_column(column)
     for workload, entry in outcome["workloads"].items():
         flavors = "; ".join(
@@ -66,5 +68,16 @@ def _print_table(name: str, outcome: dict[str, Any]) -> None:
             details = ("parked: " if entry["inadmissible"] else "") + entry["message"]
         else:
             details = "new" if entry.get("new") else ""
-        table.add_row(workload, entry["state"], flavors, counts, details)
+        where = (_placement_text(entry.get("placement", {})),) if placed else ()
+        table.add_row(workload, entry["state"], flavors, counts, *where, details)
     Console().print(table)
+
+
+def _placement_text(placement: dict[str, Any]) -> str:
+    """Per pod set: its domain when one holds it, and its pods per node (`main: rack=rack-001; node-004×1 ...`)."""
+    parts = []
+    for pod_set, where in placement.items():
+        domain = ", ".join(f"{level.rpartition('/')[2]}={value}" for level, value in where.get("domain", {}).items())
+        nodes = " ".join(f"{node}×{pods}" for node, pods in where.get("nodes", {}).items())
+        parts.append(f"{pod_set}: {domain + '; ' if domain else ''}{nodes}")
+    return "; ".join(parts)
