@@ -310,7 +310,7 @@ class Finished(_OfWorkload):
 
 # --- preemption with checkpoint hooks -------------------------------------------------------------
 # Usual order: PreemptionIssued → CheckpointRequested → CheckpointAcked | CheckpointTimedOut → Suspended →
-# Evicted (quota given back) → Requeued.
+# Evicted (quota given back) → Requeued; for a node failure PreemptionIssued → NodeFailed → Suspended → ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -330,6 +330,26 @@ class PreemptionIssued(_OfPreemption):
         if self.preemptor is not None:
             _text(self.preemptor, "preemptor")
         _set(self, "reason", PreemptionReason(self.reason))
+        _set(self, "at", _utc(self.at, "at"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeFailed(_OfPreemption):
+    """The victim's preemption (reason NodeFailure) was for ``node``, where it had pods, NotReady or gone since
+    ``since``. No checkpoint was asked for; ``Suspended`` follows with the GPU time lost since the last one."""
+
+    kind: ClassVar[str] = "NodeFailed"
+    victim: WorkloadId
+    victim_attempt: int
+    node: str
+    since: datetime
+    at: datetime
+
+    def __post_init__(self) -> None:
+        _text(self.victim, "victim")
+        _attempt(self.victim_attempt, "victim_attempt")
+        _text(self.node, "node")
+        _set(self, "since", _utc(self.since, "since"))
         _set(self, "at", _utc(self.at, "at"))
 
 
@@ -506,6 +526,7 @@ WorkloadEvent: TypeAlias = (
     | Requeued
     | Finished
     | PreemptionIssued
+    | NodeFailed
     | CheckpointRequested
     | CheckpointAcked
     | CheckpointTimedOut
@@ -524,6 +545,7 @@ WORKLOAD_EVENT_TYPES: tuple[type[WorkloadEvent], ...] = (
     Released,
     Admitted,
     PreemptionIssued,
+    NodeFailed,
     CheckpointRequested,
     CheckpointAcked,
     CheckpointTimedOut,

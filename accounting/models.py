@@ -178,6 +178,8 @@ class Preemption(Base):
     requeued_at: Mapped[datetime | None]
     # Thousandths of a GPU-second lost since the last checkpoint.
     lost_gpu_milliseconds: Mapped[int | None] = mapped_column(BigInteger)
+    node: Mapped[str | None] = mapped_column(String)
+    """The node whose failure caused it (reason NodeFailure); NULL for every other reason."""
 
 
 class WorkloadEventRow(Base):

@@ -68,6 +68,7 @@ class PreemptionRecord:
     suspended_at: datetime | None
     requeued_at: datetime | None
     lost_gpu_milliseconds: int | None  # thousandths of a GPU-second
+    node: str | None = None  # the failed node, for reason NodeFailure
 
 
 @dataclass(frozen=True, slots=True)

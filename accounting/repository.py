@@ -260,4 +260,5 @@ def _preemption(row: Preemption, victim_team: str | None) -> PreemptionRecord:
         suspended_at=row.suspended_at,
         requeued_at=row.requeued_at,
         lost_gpu_milliseconds=row.lost_gpu_milliseconds,
+        node=row.node,
     )

@@ -26,6 +26,7 @@ from accounting.events import (
     Held,
     IntervalsClosedOnRecovery,
     LedgerEvent,
+    NodeFailed,
     PreemptionIssued,
     Released,
     Requeued,
@@ -90,6 +91,7 @@ class WritePlan:
     checkpoint_acks: list[Row] = field(default_factory=list)
     checkpoint_timeouts: list[Row] = field(default_factory=list)
     suspensions: list[Row] = field(default_factory=list)
+    node_failures: list[Row] = field(default_factory=list)
     requeues: list[Row] = field(default_factory=list)
     evictions: list[Row] = field(default_factory=list)
     finishes: list[Row] = field(default_factory=list)
@@ -224,9 +226,11 @@ def _add(plan: WritePlan, event: LedgerEvent) -> None:
             plan.checkpoint_timeouts.append(_step(event))
         case Suspended():
             plan.suspensions.append({**_step(event), "b_lost": event.lost_gpu_milliseconds})
+        case NodeFailed():
+            plan.node_failures.append({**_step(event), "b_node": event.node})
         case Held() | Released():
             pass  # history only
 
 
-def _step(event: CheckpointRequested | CheckpointAcked | CheckpointTimedOut | Suspended) -> Row:
+def _step(event: CheckpointRequested | CheckpointAcked | CheckpointTimedOut | Suspended | NodeFailed) -> Row:
     return {"b_victim": event.victim, "b_attempt": event.victim_attempt, "b_at": event.at}

@@ -205,6 +205,7 @@ def _statements(dialect_name: str) -> _Statements:
         ),
         fill_preemption("checkpoint_timeouts", checkpoint_timed_out_at=("b_at", instant)),
         fill_preemption("suspensions", suspended_at=("b_at", instant), lost_gpu_milliseconds=("b_lost", BigInteger())),
+        fill_preemption("node_failures", node=("b_node", text)),
         fill_preemption("requeues", requeued_at=("b_at", instant)),
         # Evictions close their own attempt before Finished and recovery close whatever is left open.
         close(UsageInterval, "evictions", of_attempt=True),

@@ -77,6 +77,12 @@ class KuotaMetrics:
         self.checkpoint_timeouts = Counter(
             "kuota_checkpoint_timeouts", "Checkpoint requests that timed out", ["team"], registry=registry
         )
+        self.node_failure_evictions = Counter(
+            "kuota_node_failure_evictions",
+            "Admitted workloads evicted because a node they had pods on was NotReady or gone past the grace period",
+            ["team"],
+            registry=registry,
+        )
         self.lost_gpu_seconds = Counter(
             "kuota_lost_gpu_seconds", "GPU-seconds of work lost to preemption", ["team"], registry=registry
         )
@@ -176,6 +182,9 @@ class MetricsJournal:
 
     def deactivated(self, workload: Workload, attempt: int, message: str, at: int) -> None:
         self.m.evicted.labels(workload.team, self._reason.pop(workload.name, "Evicted")).inc()
+
+    def node_failed(self, victim: Workload, attempt: int, node: str, since: int, at: int) -> None:
+        self.m.node_failure_evictions.labels(victim.team).inc()
 
     def held(self, workload: Workload, actor: str, at: int) -> None:
         self.m.operator_actions.labels("hold").inc()

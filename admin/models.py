@@ -177,6 +177,7 @@ class PreemptionView(ApiModel):
     suspended_at: datetime | None
     requeued_at: datetime | None
     lost_gpu_seconds: str | None
+    node: str | None = Field(default=None, description="the node whose failure evicted it (reason NodeFailure)")
 
 
 class WorkloadDetailView(ApiModel):

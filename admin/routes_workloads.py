@@ -120,6 +120,7 @@ def preemption_view(p: PreemptionRecord) -> PreemptionView:
         suspended_at=p.suspended_at,
         requeued_at=p.requeued_at,
         lost_gpu_seconds=None if lost is None else f"{lost / 1000:.3f}",
+        node=p.node,
     )
 
 

@@ -5,6 +5,7 @@ Kueue's spellings are accepted on input so that Kueue users keep their manifests
 
 from __future__ import annotations
 
+import hashlib
 from typing import Final
 
 # Labels a user sets (queue and priority class are labels because selectors and matchConditions must see them).
@@ -32,6 +33,10 @@ CHECKPOINT_ID: Final = "kuota.dev/checkpoint-id"
 RESUME_FROM: Final = "kuota.dev/resume-from"
 ADMITTED_FLAVOR: Final = "kuota.dev/admitted-flavor"
 WORKLOAD_ID: Final = "kuota.dev/workload-id"
+# Set by kuota on every pod template (and gated pod) it lets run: which workload the pods are, so that the pods on a
+# node tell which admitted workloads a node failure takes down. A label, so that `kubectl get pods -l` finds a
+# workload's pods; its value is workload_label_value(key), since a key (`KIND/NAMESPACE/NAME`) is no label value.
+WORKLOAD_LABEL: Final = "kuota.dev/workload"
 # Set by kuota on a workload it deactivated (gang readiness: its pods were not ready in time too often), with the
 # reason; it keeps the workload out of the queue across controller restarts until an operator releases it.
 DEACTIVATED: Final = "kuota.dev/deactivated"
@@ -53,3 +58,10 @@ MANAGED_NAMESPACE_LABEL: Final = "kuota.dev/managed"
 
 #: Annotations nobody but kuota may set or change: they are what makes a Job count as admitted.
 KUOTA_OWNED_ANNOTATIONS: Final = (ADMITTED_FLAVOR, WORKLOAD_ID, RESUME_FROM, CHECKPOINT_REQUESTED_AT, DEACTIVATED)
+
+
+def workload_label_value(key: str) -> str:
+    """The `kuota.dev/workload` label of a workload's pods: a digest of its key (`KIND/NAMESPACE/NAME`, up to 253
+    characters a part and with slashes, is no label value, which is at most 63 characters of [A-Za-z0-9._-]). 160
+    bits: two workloads of one cluster never share one."""
+    return hashlib.sha256(key.encode()).hexdigest()[:40]

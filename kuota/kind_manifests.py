@@ -55,9 +55,18 @@ def widen_rbac(documents: Iterable[Document], kinds: Iterable[JobKind]) -> list[
                 if any(isinstance(kind, GatedKind) for kind in kinds):
                     rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": list(POD_VERBS)})
                 rules.extend(_referenced_rules(kinds))
+            if any(isinstance(kind, GatedKind) for kind in kinds):
+                # The gated kinds' pod rule grants all the node-failure pod rule does: one rule on pods is enough.
+                rules = [r for r in rules if not _is_pod_read_rule(r)]
             document["rules"] = rules
         out.append(document)
     return out
+
+
+def _is_pod_read_rule(rule: Mapping[str, Any]) -> bool:
+    return (
+        rule.get("apiGroups") == [""] and rule.get("resources") == ["pods"] and rule.get("verbs") == ["list", "watch"]
+    )
 
 
 def _referenced_rules(kinds: Iterable[JobKind]) -> list[Document]:

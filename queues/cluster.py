@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from admission.nodes import NodeInventory
 from admission.workload import Workload
 
 
@@ -38,6 +39,17 @@ class Cluster(Protocol):
 
     def last_checkpoint_at(self, workload: Workload) -> int | None:
         """When the workload last checkpointed on its own, if the cluster knows (bounds the work lost)."""
+        ...
+
+    def workloads_on(self, node: str) -> frozenset[str]:
+        """The workloads with pods bound to `node` (pods being deleted left out: they belong to a stopped run);
+        empty for a cluster that does not watch nodes. The cluster tells the controller how nodes fare with
+        `node_changed`."""
+        ...
+
+    def node_inventory(self) -> NodeInventory | None:
+        """The nodes and what is bound to each, kept current by the cluster's watches (None: it watches none).
+        Live: a reader that binds or unbinds takes a `copy()` first."""
         ...
 
 

@@ -17,6 +17,13 @@ has a readiness block must report all its admitted pods ready within `timeout` (
 such requeues deactivates it instead: it leaves the queue until an operator releases it. `blockAdmission` keeps
 every other head of the block's scope (the team for a team's block, every team without one for the file's block)
 out of the cycle while an admitted workload of that scope is not ready.
+
+Node failures (the quota file's `nodeFailure`): the cluster says when a node stops being Ready or is deleted
+(`node_changed`) and which workloads have pods on it (`Cluster.workloads_on`). A node still failed
+`gracePeriod` after it failed evicts every admitted workload with pods on it, with the reason `NodeFailure`: no
+checkpoint is asked for (nobody is there to answer), it is stopped at once with the work since its last
+checkpoint counted lost, and requeued with no backoff at the front of its priority in its queue, to resume from its
+last checkpoint. A node Ready again within the grace period evicts nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +50,8 @@ _ELIGIBLE = 1
 _READY = 2
 PODS_READY_TIMEOUT = PreemptionReason.PODS_READY_TIMEOUT
 _PROTECTION_ENDS = 3
+_NODE_LOST = 4
+NODE_FAILURE = PreemptionReason.NODE_FAILURE
 BACKOFF_BASE_MS = 10_000
 BACKOFF_MAX_MS = 600_000
 
@@ -76,6 +85,8 @@ class Tracking:
     """When the gang must be ready by, while it is not (None: not timed)."""
     ready_timeouts: int = 0
     """Evictions for not getting ready in time since it was last (re)activated."""
+    lost_node: str | None = None
+    """Being stopped because this node failed: requeued at the front, with no backoff."""
 
 
 class Controller:
@@ -115,6 +126,10 @@ class Controller:
         """Teams under a blockAdmission block → their scope (the config `_serial_for` says)."""
         self._serial_for: QuotaConfig | None = None
         self._protection_reminders: set[int] = set()
+        self.failing_nodes: dict[str, int] = {}
+        """Nodes NotReady or deleted → since when (until they are Ready again)."""
+        self.lost_nodes: set[str] = set()
+        """Failing nodes whose grace period ran out and whose workloads were evicted (until Ready again)."""
 
     @property
     def config(self) -> QuotaConfig:
@@ -172,11 +187,30 @@ class Controller:
         self.journal.checkpoint_acked(self.manager.workloads[name], track.attempt, checkpoint_id, at)
         self._suspend(name, at)
 
-    def checkpoint_reported(self, name: str, at: int) -> None:
-        """A running job says it checkpointed on its own (periodic checkpoints bound the work lost)."""
+    def checkpoint_reported(self, name: str, at: int, checkpoint_id: str | None = None) -> None:
+        """A running job says it checkpointed on its own (periodic checkpoints bound the work lost); with an id, it
+        is what the workload resumes from if it is stopped without a chance to checkpoint (its node failed)."""
         track = self.tracking.get(name)
         if track is not None:
             track.last_checkpoint_at = at
+            if checkpoint_id:
+                track.resume_from = checkpoint_id
+
+    def node_changed(self, node: str, ready: bool, at: int, since: int | None = None) -> None:
+        """The cluster says a node is Ready (again), or not: NotReady, its readiness unknown, or deleted, since
+        `since` (the condition's transition time when the cluster knows it) or `at`. A node still not Ready
+        nodeFailure.gracePeriod after that evicts the workloads with pods on it."""
+        if ready:
+            self.failing_nodes.pop(node, None)
+            self.lost_nodes.discard(node)
+            return
+        if node in self.failing_nodes:
+            return
+        start = at if since is None else min(at, since)
+        self.failing_nodes[node] = start
+        settings = self.config.node_failure
+        if settings is not None:
+            self._remind(start + settings.grace_period, _NODE_LOST, node)
 
     def suspended(self, name: str, at: int) -> None:
         """The victim's pods are gone: its quota is free; requeue it with backoff."""
@@ -187,17 +221,21 @@ class Controller:
         self.not_ready.discard(name)
         track.ready, track.ready_deadline = True, None
         for_readiness = track.eviction is not None and track.eviction.reason == PODS_READY_TIMEOUT
-        requeued = self.manager.complete_eviction(name)
+        lost_node, track.lost_node = track.lost_node, None
+        requeued = self.manager.complete_eviction(name, front=lost_node is not None)
         track.eviction = None
-        track.evictions += 1
         settings, _ = self.config.pods_ready_settings(requeued.team)
-        if for_readiness and settings is not None:
+        if lost_node is not None:
+            delay = 0  # the node failed, not the workload: nothing to back off from, nor to count
+        elif for_readiness and settings is not None:
+            track.evictions += 1
             if settings.requeuing_limit is not None and track.ready_timeouts > settings.requeuing_limit:
                 self._deactivate(requeued, settings.requeuing_limit, at)
                 return
             base = settings.backoff_base if settings.backoff_base is not None else self.backoff_base_ms
             delay = min(self.backoff_max_ms, base * 2 ** (track.ready_timeouts - 1))
         else:
+            track.evictions += 1
             delay = min(self.backoff_max_ms, self.backoff_base_ms * 2 ** (track.evictions - 1))
         track.eligible_at = at + delay
         if delay > 0:
@@ -302,6 +340,11 @@ class Controller:
         self.journal.config_applied(text, source, at)
         for queue in self.manager.queues.values():
             queue.unpark_all()
+        if config.node_failure is not None:
+            # The grace period may be new or different: check every failing node again against it.
+            for node, since in self.failing_nodes.items():
+                if node not in self.lost_nodes:
+                    self._remind(since + config.node_failure.grace_period, _NODE_LOST, node)
         self.dirty = True
 
     # -- time ---------------------------------------------------------------------------------------------------
@@ -314,6 +357,9 @@ class Controller:
                 # A minimum runtime that kept a parked head from preempting is over: the next cycle looks again.
                 self._protection_reminders.discard(at)
                 self.dirty = True
+                continue
+            if kind == _NODE_LOST:
+                self._node_lost(name, now)
                 continue
             track = self.tracking.get(name)
             if track is None:
@@ -339,6 +385,42 @@ class Controller:
         track.ready_timeouts += 1
         victim = self.manager.evict(name)
         self._start_eviction(victim, None, PODS_READY_TIMEOUT, now)
+        self.dirty = True
+
+    def _node_lost(self, node: str, now: int) -> None:
+        """A failing node's grace period may be over: evict every workload with pods on it."""
+        since = self.failing_nodes.get(node)
+        settings = self.config.node_failure
+        if since is None or settings is None or node in self.lost_nodes:
+            return  # Ready again meanwhile, node failures turned off, or already dealt with
+        due = since + settings.grace_period
+        if now < due:
+            self._remind(due, _NODE_LOST, node)  # the grace period grew with a reload
+            return
+        self.lost_nodes.add(node)
+        for name in sorted(self.cluster.workloads_on(node)):
+            self._evict_for_node(name, node, since, now)
+
+    def _evict_for_node(self, name: str, node: str, since: int, now: int) -> None:
+        """Stop a workload whose node failed, without a checkpoint request: the node is gone."""
+        track = self.tracking.get(name)
+        state = self.manager.state.get(name)
+        if track is None:
+            return
+        if state is State.ADMITTED:
+            victim = self.manager.evict(name)
+            track.eviction = Eviction(None, NODE_FAILURE, now, now)
+            self.journal.preemption_issued(victim, track.attempt, None, NODE_FAILURE, now)
+        elif state is State.EVICTING and track.eviction is not None and track.eviction.suspended_at is None:
+            victim = self.manager.workloads[name]  # asked to checkpoint on a node that cannot answer: stop waiting
+        else:
+            return  # pending, or already stopping
+        if name in self.not_ready:
+            self.not_ready.discard(name)
+        track.ready, track.ready_deadline = True, None
+        track.lost_node = node
+        self.journal.node_failed(victim, track.attempt, node, since, now)
+        self._suspend(name, now)
         self.dirty = True
 
     def next_due(self) -> int | None:

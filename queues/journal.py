@@ -56,6 +56,10 @@ class Journal(Protocol):
     def deactivated(self, workload: Workload, attempt: int, message: str, at: int) -> None:
         """Evicted and kept out of the queue (its gang was not ready in time too often)."""
 
+    def node_failed(self, victim: Workload, attempt: int, node: str, since: int, at: int) -> None:
+        """Evicted (reason NodeFailure, after `preemption_issued`) because `node`, where it had pods, has been
+        NotReady or gone since `since`; `suspended` follows with the work lost."""
+
     def held(self, workload: Workload, actor: str, at: int) -> None: ...
 
     def released(self, workload: Workload, actor: str, at: int) -> None: ...
@@ -110,6 +114,9 @@ class NullJournal:
         return None
 
     def deactivated(self, workload: Workload, attempt: int, message: str, at: int) -> None:
+        return None
+
+    def node_failed(self, victim: Workload, attempt: int, node: str, since: int, at: int) -> None:
         return None
 
     def held(self, workload: Workload, actor: str, at: int) -> None:
@@ -195,6 +202,10 @@ class Journals:
         for journal in self.journals:
             journal.deactivated(workload, attempt, message, at)
 
+    def node_failed(self, victim: Workload, attempt: int, node: str, since: int, at: int) -> None:
+        for journal in self.journals:
+            journal.node_failed(victim, attempt, node, since, at)
+
     def held(self, workload: Workload, actor: str, at: int) -> None:
         for journal in self.journals:
             journal.held(workload, actor, at)
@@ -269,6 +280,9 @@ class RecordingJournal:
 
     def deactivated(self, workload: Workload, attempt: int, message: str, at: int) -> None:
         self._record("deactivated", workload, attempt, message, at)
+
+    def node_failed(self, victim: Workload, attempt: int, node: str, since: int, at: int) -> None:
+        self._record("node_failed", victim, attempt, node, since, at)
 
     def held(self, workload: Workload, actor: str, at: int) -> None:
         self._record("held", workload, actor, at)

@@ -136,6 +136,11 @@ class LedgerJournal:
         reason = self._evicted_reason.pop(workload.name, "Evicted")
         self.ledger.record(ev.Evicted(workload_id=workload.name, attempt=attempt, at=self._at(at), reason=reason))
 
+    def node_failed(self, victim: Workload, attempt: int, node: str, since: int, at: int) -> None:
+        self.ledger.record(
+            ev.NodeFailed(victim=victim.name, victim_attempt=attempt, node=node, since=self._at(since), at=self._at(at))
+        )
+
     def held(self, workload: Workload, actor: str, at: int) -> None:
         self.ledger.record(ev.Held(workload_id=workload.name, at=self._at(at), actor=actor))
 

@@ -256,8 +256,9 @@ class QueueManager:
         self._update_running(self.workloads[name])
         return self.workloads[name]
 
-    def complete_eviction(self, name: str) -> Workload:
-        """The victim is gone: requeue it (keeping its creation time) and let parked work look again."""
+    def complete_eviction(self, name: str, front: bool = False) -> Workload:
+        """The victim is gone: requeue it (keeping its creation time; at the front of its priority when `front`)
+        and let parked work look again."""
         workload = self.get(name)
         if self.state[name] not in (State.EVICTING, State.ADMITTED):
             raise ValueError(f"{name} is {self.state[name]}, not running")
@@ -266,7 +267,7 @@ class QueueManager:
         requeued = replace(workload, admission=None, evicting=False)
         self.workloads[name] = requeued
         self.state[name] = State.PENDING
-        self.queues[workload.team].push(requeued)
+        self.queues[workload.team].push(requeued, front=front)
         self._capacity_changed(workload.team)
         return requeued
 
@@ -331,7 +332,7 @@ class QueueManager:
             queue = TeamQueue(team.name, team.queueing_strategy)
             if old is not None:
                 for workload in old.ordered():
-                    queue.push(workload)
+                    queue.push(workload, front=old.at_front(workload.name))
             queues[team.name] = queue
         self.config = config
         self.tree = QuotaTree.from_config(config)

@@ -15,9 +15,14 @@ from quota.config import QueueingStrategy
 
 SortKey = tuple[int, int, str]
 
+#: The creation time a workload pushed to the front of its queue sorts with: before any real one.
+FRONT = -(2**63)
 
-def queue_key(workload: Workload) -> SortKey:
-    return (-workload.priority, workload.created_at, workload.name)
+
+def queue_key(workload: Workload, front: bool = False) -> SortKey:
+    """Admission order; `front`: first among its priority (a workload that lost its node through no fault of its
+    own gets its turn back before any other work of its priority, older or newer)."""
+    return (-workload.priority, FRONT if front else workload.created_at, workload.name)
 
 
 Signature = tuple[object, ...]
@@ -65,10 +70,11 @@ class TeamQueue:
     def __contains__(self, name: str) -> bool:
         return name in self._active or name in self._parked
 
-    def push(self, workload: Workload) -> None:
+    def push(self, workload: Workload, front: bool = False) -> None:
+        """Queue `workload` in admission order, or at the front of its priority (`front`)."""
         self._settle()
         self.remove(workload.name)
-        key = self._key[workload.name] = queue_key(workload)
+        key = self._key[workload.name] = queue_key(workload, front)
         self._active[workload.name] = workload
         bisect.insort(self._keys, key)
 
@@ -83,6 +89,11 @@ class TeamQueue:
             del self._key[name]
             self._signature.pop(name, None)
         return workload
+
+    def at_front(self, name: str) -> bool:
+        """Whether `name` was pushed to the front (so that a rebuilt queue keeps it there)."""
+        key = self._key.get(name)
+        return key is not None and key[1] == FRONT
 
     def _signature_of(self, workload: Workload) -> Signature:
         signature = self._signature.get(workload.name)
@@ -148,4 +159,4 @@ class TeamQueue:
         self._settle()
         for key in self._keys:
             yield self._active[key[2]]
-        yield from sorted(self._parked.values(), key=queue_key)
+        yield from sorted(self._parked.values(), key=lambda w: self._key[w.name])

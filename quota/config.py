@@ -70,6 +70,10 @@ DurationMs = Annotated[int, BeforeValidator(_duration), PlainSerializer(format_d
 Weight = Annotated[Decimal, BeforeValidator(_weight), PlainSerializer(str, return_type=str)]
 
 DEFAULT_CHECKPOINT_TIMEOUT_MS = 60_000
+#: How long a node may be NotReady (or gone) before kuota evicts the workloads with pods on it: Kubernetes' own
+#: default for the same decision (the `node.kubernetes.io/not-ready` and `unreachable` NoExecute tolerations that
+#: the DefaultTolerationSeconds admission plugin gives every pod are 300 s), so kuota acts when the cluster would.
+DEFAULT_NODE_FAILURE_GRACE_MS = 300_000
 DEFAULT_USAGE_HALF_LIFE_MS = 168 * 3_600_000
 
 
@@ -307,6 +311,28 @@ class WaitForPodsReady(_Model):
         return value
 
 
+class NodeFailure(_Model):
+    """Node failures: a node NotReady (or deleted) for longer than `grace_period` evicts every admitted workload
+    with pods on it (reason NodeFailure), which is requeued at the front of its queue to resume from its last
+    checkpoint. The block's presence turns on kuota's watch of Nodes and of the pods bound to them."""
+
+    grace_period: DurationMs = DEFAULT_NODE_FAILURE_GRACE_MS
+
+    @field_validator("grace_period")
+    @classmethod
+    def _positive(cls, value: int) -> int:
+        if value <= 0:
+            raise ValueError("must be longer than 0 (a node that misses one heartbeat is not lost)")
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _block(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise ValueError(f"{value!r} is not a block; give `{{gracePeriod: 5m}}` (or `{{}}` for the default)")
+        return value
+
+
 class Team(_QuotaHolder):
     queues: tuple[str, ...] = ()
     queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
@@ -338,6 +364,8 @@ class QuotaConfig(_Model):
     namespaces: tuple[Namespace, ...] = ()
     wait_for_pods_ready: WaitForPodsReady | None = None
     """Gang readiness for every team without its own block; None: admitted workloads are never timed."""
+    node_failure: NodeFailure | None = None
+    """Node failures (and the Node and pod watches they need); None: kuota never looks at nodes for them."""
     job_kinds: tuple[str, ...] | None = None
     """The kinds of job kuota queues, by kind name (`Job`, `JobSet`, `PyTorchJob`...); None: `Job` only. Which
     names exist is the job framework's to say: `kuota validate` and `kuota serve` check them against it."""
@@ -404,6 +432,11 @@ class QuotaConfig(_Model):
                 klass = self.default_priority_class()
             found = klass.min_runtime if klass is not None else None
         return found if found is not None and found.duration > 0 else None
+
+    @property
+    def watches_nodes(self) -> bool:
+        """Whether kuota needs to know nodes and the pods bound to them (node failures are on)."""
+        return self.node_failure is not None
 
     def team_for_queue(self, queue: str) -> Team | None:
         return next((t for t in self.teams if queue in t.queues), None)

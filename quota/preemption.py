@@ -18,3 +18,6 @@ class PreemptionReason(StrEnum):
     """An operator's preempt (the controller passes "Manual by ACTOR"; the ledger records this value)."""
     PODS_READY_TIMEOUT = "PodsReadyTimeout"
     """Not a preemption for someone: its pods were not all ready in time (the quota file's waitForPodsReady)."""
+    NODE_FAILURE = "NodeFailure"
+    """Not a preemption for someone: a node it had pods on was NotReady or gone for longer than the quota file's
+    nodeFailure.gracePeriod. No checkpoint is asked for (the node is gone); it resumes from its last one."""

@@ -26,7 +26,8 @@ def test_each_kind_gets_its_rule_and_webhooks_on_its_own_path() -> None:
         resources[("batch", "jobs")] == resources[("jobset.x-k8s.io", "jobsets")] == ["get", "list", "watch", "patch"]
     )
     assert ("ray.io", "rayjobs") in resources and ("kubeflow.org", "pytorchjobs") not in resources
-    assert len(resources) == 3 + 1  # the three kinds and Events: none of these refers to other objects
+    # The three kinds, Events, and nodes and pods to read for node failures: none of these refers to other objects.
+    assert len(resources) == 3 + 1 + 2
     for document in widen_webhooks(_documents("webhooks.yaml"), kinds):
         hooks = document["webhooks"]
         assert len(hooks) == 2 * 3  # the two Job webhooks, once per kind
@@ -55,6 +56,8 @@ def test_trainjob_gets_list_and_watch_on_its_runtimes_and_webhooks_for_itself_on
         (["trainer.kubeflow.org"], ["trainingruntimes"], ["list", "watch"]),
         (["trainer.kubeflow.org"], ["clustertrainingruntimes"], ["list", "watch"]),
         ([""], ["events"], ["create"]),
+        ([""], ["nodes"], ["list", "watch"]),
+        ([""], ["pods"], ["list", "watch"]),
     ]
     for document in widen_webhooks(_documents("webhooks.yaml"), kinds):
         resources = {r["resources"][0] for hook in document["webhooks"] for r in hook["rules"]}
@@ -81,6 +84,8 @@ def test_the_command_prints_applyable_documents_and_refuses_unknown_kinds() -> N
         ["trainingruntimes"],
         ["clustertrainingruntimes"],
         ["events"],
+        ["nodes"],
+        ["pods"],
     ]
     refused = runner.invoke(cli.app, ["manifests", "--kinds", "Job,SlurmJob", "--deploy", str(DEPLOY)])
     assert refused.exit_code == 2 and "SlurmJob" in refused.output and "JobSet" in refused.output
@@ -99,8 +104,10 @@ def test_kinds_held_back_pod_by_pod_get_read_only_sets_and_the_pod_verbs() -> No
         ("leaderworkerset.x-k8s.io", "leaderworkersets"): ["get", "list", "watch"],
         ("", "pods"): ["get", "list", "watch", "patch", "delete"],
         ("", "events"): ["create"],
+        ("", "nodes"): ["list", "watch"],
     }
-    # Pods alone: the pod rule once, and nothing for a set kuota does not queue.
+    # Pods alone: the pod rule once (it grants what node failures read of pods too), and nothing for a set kuota
+    # does not queue.
     role = next(
         d for d in widen_rbac(_documents("rbac.yaml"), REGISTRY.enabled(["Job", "Pod"])) if d["kind"] == "ClusterRole"
     )
@@ -108,6 +115,7 @@ def test_kinds_held_back_pod_by_pod_get_read_only_sets_and_the_pod_verbs() -> No
         (["batch"], ["jobs"]),
         ([""], ["pods"]),
         ([""], ["events"]),
+        ([""], ["nodes"]),
     ]
 
 

@@ -31,6 +31,7 @@ from workloads.kind import (
     Status,
     condition_true,
     dotted,
+    label_ops,
     parse_time,
     pointer,
 )
@@ -182,6 +183,8 @@ def ungate_patch(pod: Mapping[str, Any], placement: Placement) -> JSONPatch:
                 ops.append({"op": "add", "path": "/spec/tolerations/-", "value": dict(toleration)})
     elif placement.tolerations:
         ops.append({"op": "add", "path": "/spec/tolerations", "value": [dict(t) for t in placement.tolerations]})
+    if placement.labels:
+        ops.extend(label_ops(pod, (), placement.labels))
     return ops
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -122,6 +122,8 @@ class Placement:
     tolerations: Sequence[Mapping[str, Any]]
     count: int | None = None
     """Set when partial admission admitted fewer pods than the pod set asks for."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Labels the pods get (kuota's `kuota.dev/workload`), set on the pod template's metadata."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +358,25 @@ def set_ops(obj: Mapping[str, Any], path: Path, value: Any) -> JSONPatch:
     return [{"op": op, "path": pointer(path), "value": value}]
 
 
+def label_ops(obj: Mapping[str, Any], at: Path, labels: Mapping[str, str]) -> JSONPatch:
+    """JSON patch ops that set `labels` in the metadata of the object at `at` (a pod template, or the pod itself
+    at `()`), adding the maps it lacks and keeping its other labels."""
+    metadata = value_at(obj, (*at, "metadata"))
+    if not is_map(metadata):
+        return [{"op": "add", "path": pointer((*at, "metadata")), "value": {"labels": dict(labels)}}]
+    existing = metadata.get("labels")
+    if not is_map(existing):
+        return [{"op": "add", "path": pointer((*at, "metadata", "labels")), "value": dict(labels)}]
+    return [
+        {
+            "op": "replace" if key in existing else "add",
+            "path": pointer((*at, "metadata", "labels", key)),
+            "value": value,
+        }
+        for key, value in labels.items()
+    ]
+
+
 class SuspendFieldKind(JobKind):
     """A kind whose operator holds an object back while a boolean is true (`suspend_path`)."""
 
@@ -400,6 +421,9 @@ class SuspendFieldKind(JobKind):
                 )
             if placement.count is not None and template.scaled is not None and placement.count != template.count:
                 ops.append({"op": "add", "path": pointer(template.scaled), "value": placement.count})
+            if placement.labels and template.path[-1:] == ("spec",):
+                # The PodSpec's parent is the PodTemplateSpec, whose metadata the pods are made with.
+                ops.extend(label_ops(obj, template.path[:-1], placement.labels))
         ops.extend(set_ops(obj, self.suspend_path, False))
         return ops
 

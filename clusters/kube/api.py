@@ -58,6 +58,11 @@ def _is_pods(kind: Resource) -> bool:
     return kind.group == "" and kind.plural == "pods"
 
 
+def _is_nodes(kind: Resource) -> bool:
+    """Whether `kind` is the core group's Node (which kuota only lists and watches, for node failures)."""
+    return kind.group == "" and kind.plural == "nodes"
+
+
 class TokenBucket:
     """`rate` tokens a second, at most `burst` saved up; `take()` waits for one."""
 
@@ -299,10 +304,15 @@ class KubeApi:
     # writes is the Pod (for the kinds held back pod by pod), through the core API's own calls.
 
     async def list_objects(
-        self, kind: Resource, *, limit: int = 500, label_selector: str | None = None
+        self,
+        kind: Resource,
+        *,
+        limit: int = 500,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> tuple[list[Obj], str]:
-        """Every object of `kind` in every namespace (paged; those `label_selector` selects, when given), and the
-        list's resourceVersion to watch from."""
+        """Every object of `kind` in every namespace (paged; those `label_selector` and `field_selector` select,
+        when given), and the list's resourceVersion to watch from."""
         items: list[Obj] = []
         token: str | None = None
         version = ""
@@ -310,6 +320,8 @@ class KubeApi:
             kwargs: dict[str, Any] = {"limit": limit, "_preload_content": False}
             if label_selector:
                 kwargs["label_selector"] = label_selector
+            if field_selector:
+                kwargs["field_selector"] = field_selector
             if token:
                 kwargs["_continue"] = token
             page = await self.call(f"list {kind.plural}", self._lister(kind, kwargs))
@@ -323,6 +335,8 @@ class KubeApi:
     def _list_call(self, kind: Resource, **kwargs: Any) -> Awaitable[Any]:
         if _is_pods(kind):
             return self.core.list_pod_for_all_namespaces(**kwargs)  # type: ignore[no-any-return]
+        if _is_nodes(kind):
+            return self.core.list_node(**kwargs)  # type: ignore[no-any-return]
         return self.objects.list_cluster_custom_object(  # type: ignore[no-any-return]
             kind.group, kind.version, kind.plural, **kwargs
         )
@@ -331,10 +345,18 @@ class KubeApi:
         return lambda: self._json(self._list_call(kind, **kwargs))
 
     async def watch_objects(
-        self, kind: Resource, version: str, timeout_s: int, *, label_selector: str | None = None
+        self,
+        kind: Resource,
+        version: str,
+        timeout_s: int,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> Any:
         """The raw watch response for `kind` from `version`, with bookmarks (the caller reads and releases it)."""
         selected = {"label_selector": label_selector} if label_selector else {}
+        if field_selector:
+            selected["field_selector"] = field_selector
         return await self._list_call(
             kind,
             watch=True,

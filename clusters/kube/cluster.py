@@ -45,7 +45,10 @@ from admission.labels import (
     CHECKPOINT_URL,
     DEACTIVATED,
     QUEUE_LABEL,
+    WORKLOAD_LABEL,
+    workload_label_value,
 )
+from admission.nodes import NodeInventory
 from admission.workload import Admission, Workload
 from clusters.kube.admitted import (
     admission_annotations,
@@ -57,6 +60,7 @@ from clusters.kube.admitted import (
 from clusters.kube.api import KubeApi, NotFound, status_of
 from clusters.kube.events import rfc3339
 from clusters.kube.gated import GatedWorkloads
+from clusters.kube.nodes import BOUND_POD_SELECTOR, BOUND_PODS, NODES, NodeWatch
 from clusters.kube.watch import Reflector
 from queues.controller import Controller
 from queues.loop import ControllerLoop, wall_clock_ms
@@ -77,6 +81,9 @@ CHECKPOINT_POST_TIMEOUT_S = 5.0
 
 #: The reflector of the pods of kinds held back pod by pod, beside one per kind.
 PODS = GATED_POD.plural
+#: The reflectors of the nodes and of the pods bound to them (when the quota file turns node features on).
+NODE_REFLECTOR = "Node"
+BOUND_POD_REFLECTOR = "BoundPod"
 
 
 class Unplaceable(Exception):
@@ -142,6 +149,15 @@ class KubeCluster:
             # queue label on each pod it gates, so no other pod is held in memory.
             self.reflectors[PODS] = Reflector(
                 api, GATED_POD, self.gated.pods_listed, self.gated.pod_event, label_selector=QUEUE_LABEL
+            )
+        self.nodes: NodeWatch | None = None
+        """The nodes and the pods bound to them (clusters/kube/nodes.py), when the quota file turns node features
+        on at start; like the kinds, this is decided once, since the RBAC and watches are made for it."""
+        if config().watches_nodes:
+            self.nodes = NodeWatch(self._node_changed)
+            self.reflectors[NODE_REFLECTOR] = Reflector(api, NODES, self.nodes.nodes_listed, self.nodes.node_event)
+            self.reflectors[BOUND_POD_REFLECTOR] = Reflector(
+                api, BOUND_PODS, self.nodes.pods_listed, self.nodes.pod_event, field_selector=BOUND_POD_SELECTOR
             )
         self.referenced_kinds: dict[str, ReferencedKind] = {
             referenced.kind: referenced for kind in self.kinds for referenced in kind.referenced_kinds
@@ -217,6 +233,24 @@ class KubeCluster:
     def wake(self) -> None:
         if self.loop is not None:
             self.loop.wake()
+
+    # -- nodes --------------------------------------------------------------------------------------------------
+
+    def _node_changed(self, node: str, ready: bool, since: int | None) -> None:
+        if self.controller is not None:
+            self.controller.node_changed(node, ready, self.clock(), since)
+
+    def workloads_on(self, node: str) -> frozenset[str]:
+        if self.nodes is None:
+            return frozenset()
+        labels = self.nodes.workload_labels_on(node)
+        if not labels:
+            return frozenset()
+        by_label = {workload_label_value(key): key for key in self.submitted}
+        return frozenset(by_label[label] for label in labels if label in by_label)
+
+    def node_inventory(self) -> NodeInventory | None:
+        return self.nodes.inventory if self.nodes is not None else None
 
     # -- what the watch reports ---------------------------------------------------------------------------------
 
@@ -404,7 +438,7 @@ class KubeCluster:
             controller.checkpoint_acked(key, annotations.get(CHECKPOINT_ID) or None, now)
             self.wake()
         elif completed and completed != job_annotations(previous).get(CHECKPOINT_COMPLETED_AT):
-            controller.checkpoint_reported(key, now)
+            controller.checkpoint_reported(key, now, annotations.get(CHECKPOINT_ID) or None)
 
     def _workload(self, kind: JobKind, key: str, obj: Obj) -> Workload | None:
         config = self.config()
@@ -462,7 +496,11 @@ class KubeCluster:
 
         def run_patch(current: Obj | None) -> JSONPatch:
             obj = current if current is not None else (self.jobs.get(key) or {})
-            where = placements(kind, obj, config, flavors, counts, resolve)
+            labels = {WORKLOAD_LABEL: workload_label_value(key)}
+            where = {
+                name: dataclasses.replace(placement, labels=labels)
+                for name, placement in placements(kind, obj, config, flavors, counts, resolve).items()
+            }
             missing = [p.name for p in workload.pod_sets if p.name not in where]
             if missing:
                 # Letting it run would start those pods on no flavor's nodes: the admission fails instead.

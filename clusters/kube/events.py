@@ -186,6 +186,8 @@ class EventJournal:
             message = "Evicted (PodsReadyTimeout): its pods were not all ready in time"
             self.recorder.emit(victim.name, "Evicted", message, at, warning=True)
             return
+        if reason == PreemptionReason.NODE_FAILURE:
+            return  # node_failed says it, naming the node
         by = f"by {preemptor}" if preemptor else "by hand"
         self.recorder.emit(victim.name, "Preempted", f"Preempted {by} ({reason})", at, warning=True)
 
@@ -221,6 +223,13 @@ class EventJournal:
     def deactivated(self, workload: Workload, attempt: int, message: str, at: int) -> None:
         message = message[0].upper() + message[1:]
         self.recorder.emit(workload.name, "Deactivated", message, at, warning=True, essential=True)
+
+    def node_failed(self, victim: Workload, attempt: int, node: str, since: int, at: int) -> None:
+        message = (
+            f"Evicted (NodeFailure): node {node} has not been Ready since {rfc3339(since)}; no checkpoint could be "
+            "asked for, so it is requeued at the front of its queue to resume from its last checkpoint"
+        )
+        self.recorder.emit(victim.name, "Evicted", message, at, warning=True, essential=True)
 
     def held(self, workload: Workload, actor: str, at: int) -> None:
         self.recorder.emit(workload.name, "Held", f"Held by {actor}", at)

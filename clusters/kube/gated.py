@@ -20,6 +20,7 @@ filed by workload key in `PodGroups`; after each event, the keys it touched are 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -31,6 +32,8 @@ from admission.labels import (
     CHECKPOINT_REQUESTED_AT,
     RESUME_FROM,
     WORKLOAD_ID,
+    WORKLOAD_LABEL,
+    workload_label_value,
 )
 from admission.workload import Workload
 from clusters.kube.admitted import admission_annotations, annotation_ops, pod_placement
@@ -245,6 +248,7 @@ class GatedWorkloads:
         config = self.cluster.config()
         for pod in gated:
             placement = pod_placement(pod, pod_set_of.get(pod_name(pod), ""), config, admitted.flavors)
+            placement = dataclasses.replace(placement, labels={WORKLOAD_LABEL: workload_label_value(key)})
             self.in_flight.add(_uid(pod))
             self.cluster.spawn(self._ungate(key, pod, placement, admitted.annotations), f"admit {key} pod")
 

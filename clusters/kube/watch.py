@@ -41,11 +41,14 @@ class Reflector:
         backoff_s: float = 0.1,
         backoff_max_s: float = 10.0,
         label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> None:
         self.api = api
         self.kind = kind
         self.label_selector = label_selector
         """Only the objects it selects are listed and watched (pods: only those naming a queue)."""
+        self.field_selector = field_selector
+        """Likewise by field (the pods bound to nodes: `spec.nodeName!=`, not yet terminated)."""
         self.on_list = on_list
         self.on_event = on_event
         self.timeout_s = timeout_s
@@ -57,7 +60,9 @@ class Reflector:
         self.synced = asyncio.Event()
 
     async def list_once(self) -> None:
-        items, self.version = await self.api.list_objects(self.kind, label_selector=self.label_selector)
+        items, self.version = await self.api.list_objects(
+            self.kind, label_selector=self.label_selector, field_selector=self.field_selector
+        )
         self.lists += 1
         self.on_list(items)
         self.synced.set()
@@ -89,7 +94,9 @@ class Reflector:
     async def _watch(self, version: str) -> None:
         await self.api.bucket.take()
         self.watches += 1
-        response = await self.api.watch_objects(self.kind, version, self.timeout_s, label_selector=self.label_selector)
+        response = await self.api.watch_objects(
+            self.kind, version, self.timeout_s, label_selector=self.label_selector, field_selector=self.field_selector
+        )
         try:
             if response.status == 410:
                 raise WatchExpired(410, "")

@@ -107,6 +107,12 @@ class SimulatedCluster:
         ran = self.sim.now - job.started_at
         return job.started_at + ran // job.checkpoint_interval_ms * job.checkpoint_interval_ms
 
+    def workloads_on(self, node: str) -> frozenset[str]:
+        return frozenset()  # the simulated cluster has no nodes yet: quota only
+
+    def node_inventory(self) -> NodeInventory | None:
+        return None
+
     def saved_progress(self, job: SimJob, now: int) -> int:
         """Work that survives a stop now: up to the last checkpoint (an acked request counts as one)."""
         assert job.started_at is not None

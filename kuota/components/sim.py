@@ -12,6 +12,7 @@ import itertools
 import random
 from collections.abc import Callable, Mapping, Sequence
 
+from admission.nodes import NodeInventory
 from admission.workload import Workload
 from kuota.runtime import Runtime
 from queues.controller import BACKOFF_BASE_MS, Controller
@@ -79,6 +80,12 @@ class RealTimeSimCluster:
         return None  # nothing outlives this process
 
     def last_checkpoint_at(self, workload: Workload) -> int | None:
+        return None
+
+    def workloads_on(self, node: str) -> frozenset[str]:
+        return frozenset()  # no nodes here
+
+    def node_inventory(self) -> NodeInventory | None:
         return None
 
     def cancel_all(self) -> None:

@@ -37,8 +37,8 @@ def test_migrate_creates_the_schema_from_the_environment_url(tmp_path: Path, mon
     url = f"sqlite+aiosqlite:///{tmp_path / 'kuota.db'}"
     monkeypatch.setenv("KUOTA_DATABASE_URL", url)
     code, out, _ = invoke("migrate")
-    assert code == 0 and "is at revision 0002" in out
-    assert run_in_thread(migrate.current_revision(url)) == "0002"
+    assert code == 0 and "is at revision 0003" in out
+    assert run_in_thread(migrate.current_revision(url)) == "0003"
     assert invoke("migrate")[0] == 0  # again: nothing to do
 
 

@@ -41,7 +41,7 @@ async def _differences(url: str, metadata: sa.MetaData) -> list[Any]:
 async def test_upgrade_downgrade_upgrade(empty_url: str) -> None:
     assert await migrate.current_revision(empty_url) is None
     await migrate.upgrade_async(empty_url)
-    assert await migrate.current_revision(empty_url) == migrate.head_revision() == "0002"
+    assert await migrate.current_revision(empty_url) == migrate.head_revision() == "0003"
     assert await _tables(empty_url) >= LEDGER_TABLES
     await migrate.downgrade_async(empty_url, "base")
     assert await migrate.current_revision(empty_url) is None
@@ -134,3 +134,40 @@ async def test_identities_of_an_older_ledger_become_jobs_and_come_back(empty_url
         ("Admitted|nlp/train|1",),
         ("WorkloadSeen|nlp/train",),
     ]
+
+
+async def test_preemptions_gain_the_failed_node_and_lose_it_again(empty_url: str) -> None:
+    """0003 adds `preemptions.node`: rows recorded before have none; a node failure's row keeps its node; the
+    downgrade drops the column and keeps the rows."""
+    await migrate.upgrade_async(empty_url, "0002")
+    timestamp = f"'{_NOW}'"
+    await _execute(
+        empty_url,
+        "INSERT INTO preemptions (victim, victim_attempt, preemptor, reason, issued_at) VALUES "
+        f"('Job/nlp/old', 1, 'Job/vision/big', 'CohortReclamation', {timestamp})",
+    )
+    await migrate.upgrade_async(empty_url)
+    assert await _rows(empty_url, "SELECT victim, node FROM preemptions") == [("Job/nlp/old", None)]
+    await _execute(
+        empty_url,
+        "INSERT INTO preemptions (victim, victim_attempt, reason, issued_at, node, lost_gpu_milliseconds) VALUES "
+        f"('Job/nlp/new', 1, 'NodeFailure', {timestamp}, 'gpu-node-3', 480000)",
+    )
+    assert sorted(await _rows(empty_url, "SELECT victim, reason, node FROM preemptions")) == [
+        ("Job/nlp/new", "NodeFailure", "gpu-node-3"),
+        ("Job/nlp/old", "CohortReclamation", None),
+    ]
+    await migrate.downgrade_async(empty_url, "0002")
+    assert sorted(await _rows(empty_url, "SELECT victim, reason FROM preemptions")) == [
+        ("Job/nlp/new", "NodeFailure"),
+        ("Job/nlp/old", "CohortReclamation"),
+    ]
+    assert not any(
+        column == "node"
+        for (column,) in await _rows(
+            empty_url,
+            "SELECT name FROM pragma_table_info('preemptions')"
+            if empty_url.startswith("sqlite")
+            else "SELECT column_name FROM information_schema.columns WHERE table_name = 'preemptions'",
+        )
+    )

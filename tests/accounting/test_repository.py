@@ -161,3 +161,39 @@ async def test_preemptions_config_and_audit(engine: AsyncEngine) -> None:
     assert await repository.audit_log(engine, since=at(hours=1) + timedelta(seconds=1)) == []
     assert [w.workload_id for w in await repository.list_workloads(engine)] == ["a/b", "c/d"]
     assert [w.workload_id for w in await repository.list_workloads(engine, team="vision")] == ["c/d"]
+
+
+async def test_a_node_failure_records_its_node_and_the_gpu_time_lost(engine: AsyncEngine) -> None:
+    """PreemptionIssued (NodeFailure) → NodeFailed → Suspended: the preemption row names the node and the GPU time
+    lost, no checkpoint was asked for, and the history shows the step; replayed, nothing changes."""
+    from accounting.events import Evicted, NodeFailed, PreemptionIssued, Requeued, Suspended
+    from quota.preemption import PreemptionReason
+
+    start = at(hours=1)
+    events: list[LedgerEvent] = [
+        seen("Job/nlp/train"),
+        admitted("Job/nlp/train", at=start),
+        PreemptionIssued(
+            victim="Job/nlp/train",
+            victim_attempt=1,
+            preemptor=None,
+            reason=PreemptionReason.NODE_FAILURE,
+            at=at(hours=2),
+        ),
+        NodeFailed(
+            victim="Job/nlp/train", victim_attempt=1, node="gpu-7", since=at(hours=1, minutes=55), at=at(hours=2)
+        ),
+        Suspended(victim="Job/nlp/train", victim_attempt=1, at=at(hours=2), lost_gpu_milliseconds=3_600_000),
+        Evicted(workload_id="Job/nlp/train", attempt=1, at=at(hours=2), reason="Preempted: NodeFailure"),
+        Requeued(workload_id="Job/nlp/train", attempt=1, at=at(hours=2)),
+    ]
+    await write(engine, events)
+    await write(engine, events[::-1])
+    detail = await repository.workload_detail(engine, "Job/nlp/train")
+    assert detail is not None
+    [p] = detail.preemptions
+    assert (p.reason, p.node, p.lost_gpu_milliseconds, p.preemptor) == ("NodeFailure", "gpu-7", 3_600_000, None)
+    assert p.checkpoint_requested_at is None and p.checkpoint_id is None
+    assert "NodeFailed" in [e.kind for e in detail.history]
+    [failed] = [e for e in detail.history if e.kind == "NodeFailed"]
+    assert failed.data["node"] == "gpu-7"

@@ -22,6 +22,9 @@ from tests.kube.controlplane import ControlPlane
 
 RBAC = DEPLOY / "rbac.yaml"
 
+# Node failures on, as in the shipped sample quota file: the node and bound-pod watches run, so their grants are used.
+pytestmark = pytest.mark.quota_extra("nodeFailure: {gracePeriod: 5m}\n")
+
 
 def roles() -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
@@ -84,6 +87,11 @@ CASES = [
     ("leases", "get", True),
     ("leases", "update", False),
     ("pods", "patch", False),  # the leader's label on its own pod: admin actions reach the leader through it
+    # Node failures: without them kuota cannot tell a failed node's workloads, but admits as before.
+    ("nodes", "list", False),
+    ("nodes", "watch", False),
+    ("pods", "list", False),
+    ("pods", "watch", False),
 ]
 # Granted but not provoked here: `get` on a Job re-reads it after a 409 Conflict on a patch, which a real server
 # gives only under a race this suite cannot force.

@@ -267,3 +267,20 @@ def test_rayjob_submitter_is_placed_with_the_cluster() -> None:
     assert names == ["head", "small-group", "submitter"]
     patched = apply(obj, kind.run_patch(obj, {name: Placement(SELECTOR, TOLERATIONS) for name in names}))
     assert patched["spec"]["submitterPodTemplate"]["spec"]["nodeSelector"] == SELECTOR
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not load(c)[0].referenced_kinds])
+def test_run_patch_labels_every_pod_template_with_its_workload(case: str) -> None:
+    """The `kuota.dev/workload` label goes on the metadata of every pod template (the PodSpec's parent), added to
+    labels already there, so that every pod the operator makes says which workload it is."""
+    kind, obj = load(case)
+    waiting = apply(obj, kind.suspend_patch(obj))
+    labels = {"kuota.dev/workload": "0123abcd"}
+    placements = {t.name: Placement(SELECTOR, TOLERATIONS, labels=labels) for t in kind.read_templates(waiting)}
+    patched = apply(waiting, kind.run_patch(waiting, placements))
+    paths = pod_spec_paths(kind.kind, waiting)
+    assert paths
+    for path in paths:
+        template = path[:-1]
+        before = (get(waiting, template).get("metadata") or {}).get("labels") or {}
+        assert get(patched, template)["metadata"]["labels"] == {**before, **labels}, template
