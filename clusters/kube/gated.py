@@ -31,6 +31,7 @@ from admission.labels import (
     CHECKPOINT_COMPLETED_AT,
     CHECKPOINT_REQUESTED_AT,
     RESUME_FROM,
+    TOPOLOGY_ASSIGNMENT,
     WORKLOAD_ID,
     WORKLOAD_LABEL,
     workload_label_value,
@@ -40,6 +41,8 @@ from clusters.kube.admitted import admission_annotations, annotation_ops, pod_pl
 from clusters.kube.api import NotFound, status_of
 from clusters.kube.events import rfc3339
 from clusters.kube.pod_groups import PodGroups
+from clusters.kube.topology_assignment import Assigned, assignment_of, encode
+from clusters.kube.topology_assignment import read_annotation as read_assignment
 from workloads.gates import (
     GATED_POD,
     GatedKind,
@@ -68,6 +71,8 @@ class Admitted(NamedTuple):
 
     flavors: Mapping[str, Mapping[str, str]]
     annotations: Mapping[str, str | None]
+    assignment: Mapping[str, Assigned] = {}
+    """Per pod set placed on nodes by a topology: its placement (each of its pods is pinned to the domain)."""
 
 
 def _uid(obj: Mapping[str, Any]) -> str:
@@ -191,12 +196,14 @@ class GatedWorkloads:
         flavor = next((f for p in running if (f := job_annotations(p).get(ADMITTED_FLAVOR))), None)
         if flavor:
             # Already admitted: its gated pods (kuota stopped half-way, or replacements) are let go alike.
-            admitted = cluster.with_admission(workload, flavor)
             annotations = job_annotations(next(p for p in running if job_annotations(p).get(ADMITTED_FLAVOR)))
+            assignment = read_assignment(annotations)
+            admitted = cluster.with_admission(workload, flavor, assignment)
             assert admitted.admission is not None
             self.admitted[key] = Admitted(
                 admitted.admission.flavors,
-                {k: annotations.get(k) for k in (ADMITTED_FLAVOR, WORKLOAD_ID, RESUME_FROM)},
+                {k: annotations.get(k) for k in (ADMITTED_FLAVOR, WORKLOAD_ID, RESUME_FROM, TOPOLOGY_ASSIGNMENT)},
+                assignment,
             )
             return admitted
         if running:
@@ -211,7 +218,14 @@ class GatedWorkloads:
 
     def admit(self, workload: Workload, flavors: Mapping[str, Mapping[str, str]], resume_from: str | None) -> None:
         key = workload.name
-        self.admitted[key] = Admitted(flavors, admission_annotations(key, flavors, resume_from))
+        config = self.cluster.config()
+        placed = assignment_of(
+            config, flavors, workload.admission.placement if workload.admission else {}, self.cluster.node_inventory()
+        )
+        # Gated pods are created from the owner's templates without kuota's pins: every pin is kuota's addition.
+        assignment = {name: Assigned(p, bool(p.node_selector())) for name, p in placed.items()}
+        annotations = {**admission_annotations(key, flavors, resume_from), TOPOLOGY_ASSIGNMENT: encode(assignment)}
+        self.admitted[key] = Admitted(flavors, annotations, assignment)
         self.cluster.suspending.discard(key)
         group = self.groups.group(key)
         if group is not None:
@@ -247,8 +261,15 @@ class GatedWorkloads:
         pod_set_of = kind.read_group(group).pod_set_of
         config = self.cluster.config()
         for pod in gated:
-            placement = pod_placement(pod, pod_set_of.get(pod_name(pod), ""), config, admitted.flavors)
-            placement = dataclasses.replace(placement, labels={WORKLOAD_LABEL: workload_label_value(key)})
+            pod_set = pod_set_of.get(pod_name(pod), "")
+            placement = pod_placement(pod, pod_set, config, admitted.flavors)
+            selector = dict(placement.node_selector)
+            if pod_set in admitted.assignment:
+                # Pinned to its pod set's domain; inside it the kube-scheduler picks the node.
+                selector.update(admitted.assignment[pod_set].placement.node_selector())
+            placement = dataclasses.replace(
+                placement, node_selector=selector, labels={WORKLOAD_LABEL: workload_label_value(key)}
+            )
             self.in_flight.add(_uid(pod))
             self.cluster.spawn(self._ungate(key, pod, placement, admitted.annotations), f"admit {key} pod")
 
