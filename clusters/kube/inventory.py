@@ -47,6 +47,7 @@ class LiveInventory(NodeInventory):
         self._placed: dict[str, str] = {}
         """Workload name → its label, for the workloads bound by placement."""
         self._placed_labels: set[str] = set()
+        self._rebinding: str | None = None
 
     # -- the watch's side ---------------------------------------------------------------------------------------
 
@@ -99,14 +100,20 @@ class LiveInventory(NodeInventory):
             self._placed_labels.add(label)
             for key in self._labelled.get(label, ()):
                 super().unbind(key)
-        super().bind(owner, node, requests)
+        # NodeInventory.bind clears the owner's old usage on the node through `unbind` first: that is no placement
+        # taken back, so this class's unbind must not count the pods again meanwhile.
+        self._rebinding = owner
+        try:
+            super().bind(owner, node, requests)
+        finally:
+            self._rebinding = None
 
     def unbind(self, owner: str, node: str | None = None) -> None:
         """Take back workload `owner`'s placement (on `node`, or all of it); once none is left, the pods it still
         has count by themselves until they go."""
         super().unbind(owner, node)
         label = self._placed.get(owner)
-        if label is None or self.nodes_of(owner):
+        if label is None or owner == self._rebinding or self.nodes_of(owner):
             return
         del self._placed[owner]
         self._placed_labels.discard(label)
