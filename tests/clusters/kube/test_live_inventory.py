@@ -20,8 +20,11 @@ def test_a_placed_workloads_pods_step_aside_and_count_again_once_the_placement_i
     inventory = watch.inventory
     # A tenant's pod, and the pods of kuota's Job/nlp/train (seen before the placement: a new leader's list).
     watch.pods_listed(
-        [pod("other", "gpu-1", gpus=2), pod("t-0", "gpu-1", gpus=4, workload="Job/nlp/train")]
-        + [pod("t-1", "gpu-2", gpus=4, workload="Job/nlp/train")]
+        [
+            pod("other", "gpu-1", gpus=2),
+            pod("t-0", "gpu-1", gpus=4, workload="Job/nlp/train"),
+            pod("t-1", "gpu-2", gpus=4, workload="Job/nlp/train"),
+        ]
     )
     assert inventory.free("gpu-1")[GPU] == 2_000 and inventory.free("gpu-2")[GPU] == 4_000
     # The queue manager binds the workload's placement (engine's counts: both pods on gpu-2): the pods step aside.
