@@ -171,3 +171,20 @@ def read_annotation(annotations: Mapping[str, Any]) -> dict[str, Assigned]:
         return decode(text)
     except AssignmentError:
         return {}
+
+
+#: The node label a pod is pinned to one node with (every node has it; kube-scheduler matches it as any label).
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def next_nodes(counts: Mapping[str, int], taken: Mapping[str, int], pods: int) -> list[str]:
+    """Nodes for `pods` more pods of a pod set whose placement puts `counts` pods on each node, `taken` of which
+    are there (or on their way) already: node by node in name order, each as often as it has pods left. Fewer than
+    `pods` when the placement has no more left (a replacement pod while the one it replaces is still there)."""
+    out: list[str] = []
+    for node in sorted(counts):
+        left = counts[node] - taken.get(node, 0)
+        while left > 0 and len(out) < pods:
+            out.append(node)
+            left -= 1
+    return out

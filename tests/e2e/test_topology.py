@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes_asyncio import client
 from sqlalchemy import create_engine, text
 
@@ -27,8 +28,10 @@ from admission.labels import TOPOLOGY_ASSIGNMENT, TOPOLOGY_REQUIRED, WORKLOAD_LA
 from clusters.kube.cluster import KubeCluster
 from clusters.kube.inventory import LiveInventory
 from clusters.kube.topology_assignment import decode
-from tests.e2e.conftest import Rig, eventually, own_control_plane, rig_on, running, suspended
+from kuota.kind_manifests import widen_rbac
+from tests.e2e.conftest import DEPLOY, Rig, eventually, own_control_plane, rig_on, running, suspended
 from tests.kube.controlplane import ControlPlane
+from workloads.registry import REGISTRY
 
 GPU = "nvidia.com/gpu"
 RACK = "topology.kuota.dev/rack"
@@ -69,6 +72,21 @@ async def rig(plane: ControlPlane, tmp_path: Path) -> AsyncIterator[Rig]:
     template.write_text(QUOTA)
     async for value in rig_on(plane, tmp_path, template=template):
         yield value
+
+
+@pytest.fixture
+async def pods_rig(plane: ControlPlane, tmp_path: Path) -> AsyncIterator[Rig]:
+    """The same, with plain pods and pod groups enabled: kuota's pod webhooks registered and its ClusterRole widened
+    as `kuota manifests --kinds Job,Pod` makes them (config/deploy's role put back afterwards)."""
+    shipped = list(yaml.safe_load_all((DEPLOY / "rbac.yaml").read_text()))
+    await asyncio.to_thread(plane.apply, widen_rbac(shipped, REGISTRY.enabled(["Job", "Pod"])))
+    template = tmp_path / "quota-template.yaml"
+    template.write_text(QUOTA)
+    try:
+        async for value in rig_on(plane, tmp_path, template=template, kinds=["Job", "Pod"]):
+            yield value
+    finally:
+        await asyncio.to_thread(plane.apply, shipped)
 
 
 async def gang(rig: Rig, name: str, pods: int, *, priority: str | None = None, rack: bool = True) -> None:
@@ -258,3 +276,78 @@ async def test_the_placement_survives_a_restart_and_nothing_is_placed_twice(rig:
         rows = connection.execute(text("SELECT attempt FROM admissions WHERE workload_id = :w"), {"w": key}).all()
     engine.dispose()
     assert [r.attempt for r in rows] == [1], "admitted once, by the first process"
+
+
+def group_pod(name: str, *, gpus: int) -> dict[str, Any]:
+    """One pod of alice's pod group `train` of four, asking for one rack."""
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {"kuota.dev/queue": "ml", "kuota.dev/pod-group": "train"},
+            "annotations": {"kuota.dev/pod-group-total-count": "4", TOPOLOGY_REQUIRED: RACK},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.invalid/train:1",
+                    "resources": {"requests": {"cpu": "1", GPU: str(gpus)}, "limits": {GPU: str(gpus)}},
+                }
+            ],
+        },
+    }
+
+
+async def test_a_pod_group_is_let_go_pod_by_pod_onto_the_nodes_kuota_counted(pods_rig: Rig) -> None:
+    rig = pods_rig
+    component = await rig.controller()
+    cluster = await kube_cluster(component)
+    await tenant_pod(rig, "gpu-node-004")  # rack-001 keeps 3 free nodes; rack-000 has 4
+    core = client.CoreV1Api(rig.user)
+    # Half-node pods: the scheduler alone could spread them over four nodes of the rack; kuota counted two nodes.
+    for index in range(4):
+        await core.create_namespaced_pod(rig.namespace, group_pod(f"train-{index}", gpus=4))
+    key = f"PodGroup/{rig.namespace}/train"
+
+    async def all_running() -> list[Any] | None:
+        found = (
+            await client.CoreV1Api(rig.admin).list_namespaced_pod(
+                rig.namespace, label_selector="kuota.dev/pod-group=train"
+            )
+        ).items
+        return found if len(found) == 4 and all(p.status.phase == "Running" for p in found) else None
+
+    pods = await eventually(all_running, timeout_s=40, what="the group's four pods let go and running")
+    admission = component.runtime.controller.manager.workloads[key].admission
+    assert admission is not None
+    [counted] = admission.placement.values()
+    ran_on: dict[str, int] = {}
+    for pod in pods:
+        ran_on[pod.spec.node_name] = ran_on.get(pod.spec.node_name, 0) + 1
+    assert ran_on == dict(counted), "every pod on the node kuota counted it on"
+    for pod in pods:
+        # Pinned to the rack and to its node, as the placement counted it.
+        assert pod.spec.node_selector.get("kubernetes.io/hostname") == pod.spec.node_name
+        assert pod.spec.node_selector[RACK] == RACK_OF[pod.spec.node_name]
+    # The tightest rack that holds them (rack-001: room for 6 such pods beside the tenant's, rack-000 for 8), two
+    # nodes of it full rather than four half-used.
+    assert {RACK_OF[n] for n in ran_on} == {"rack-001"} and "gpu-node-004" not in ran_on
+    assert sorted(ran_on.values()) == [2, 2]
+    inventory = cluster.node_inventory()
+    assert inventory is not None
+    for node, pods_there in ran_on.items():
+        assert inventory.free(node)[GPU] == 8_000 - 4_000 * pods_there, "kuota's view is the scheduler's"
+    # A pod of the group fails and is replaced (as a group's owner would): the new one goes where the old one was.
+    gone = next(p for p in pods if p.metadata.name == "train-3")
+    await client.CoreV1Api(rig.admin).delete_namespaced_pod("train-3", rig.namespace, grace_period_seconds=0)
+    await eventually(lambda: _pod_gone(rig, "train-3"), timeout_s=30, what="train-3 gone")
+    await core.create_namespaced_pod(rig.namespace, group_pod("train-3", gpus=4))
+    await eventually(lambda: _pod_running(rig, "train-3"), timeout_s=30, what="the replacement let go and running")
+    again = await client.CoreV1Api(rig.admin).read_namespaced_pod("train-3", rig.namespace)
+    assert again.spec.node_name == gone.spec.node_name
+
+
+async def _pod_gone(rig: Rig, name: str) -> bool:
+    found = await client.CoreV1Api(rig.admin).list_namespaced_pod(rig.namespace, field_selector=f"metadata.name={name}")
+    return not found.items

@@ -17,6 +17,7 @@ from clusters.kube.topology_assignment import (
     decode,
     encode,
     narrowest_domain,
+    next_nodes,
     pinned,
     read_annotation,
     without_pin,
@@ -142,3 +143,11 @@ def test_a_pin_is_added_once_and_only_kuotas_pin_is_taken_off_again() -> None:
     assert pinned({"gpu": "h100"}, spread) == ({"gpu": "h100"}, False)
     # A selector the owner changed since (another rack) is not kuota's pin.
     assert without_pin({RACK: "rack-002"}, Assigned(rack, True)) == {RACK: "rack-002"}
+
+
+def test_gated_pods_go_to_the_nodes_the_placement_has_left() -> None:
+    counts = {"n2": 2, "n1": 1}
+    assert next_nodes(counts, {}, 3) == ["n1", "n2", "n2"]
+    assert next_nodes(counts, {"n2": 1}, 3) == ["n1", "n2"], "one pod already on n2: two left"
+    assert next_nodes(counts, {"n1": 1, "n2": 2}, 1) == [], "a replacement waits while the pod it replaces is there"
+    assert next_nodes(counts, {"elsewhere": 5}, 1) == ["n1"]
