@@ -1,6 +1,8 @@
-"""The nodes kuota sees: Node objects and the pods bound to them, kept in a NodeInventory (admission/nodes.py).
+"""The nodes kuota sees: Node objects and the pods bound to them, kept in a LiveInventory (clusters/kube/inventory.py,
+the NodeInventory of admission/nodes.py in which a placed workload's pods step aside for its placement).
 
-Two list+watches, started only when the quota file asks for node features (`nodeFailure`): every Node, and every
+Two list+watches, started only when the quota file asks for node features (`nodeFailure`, or a flavor's
+`topology`): every Node, and every
 pod bound to a node that has not terminated (field selector `spec.nodeName!=,status.phase!=Succeeded,
 status.phase!=Failed`, so pending and finished pods are never sent, as kube-scheduler's own cache leaves them out).
 A Node becomes a NodeState: its labels, its allocatable resources in exact milli-units (quota/quantity.py), its

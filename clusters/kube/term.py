@@ -5,7 +5,9 @@ A new leader trusts nothing it remembers from an earlier term. It lists the obje
 enabled kind and the pods of the kinds held back pod by pod (running ones are submitted with their admission, so
 nothing is admitted twice; waiting ones are queued by creation time),
 closes in the ledger the usage of work that ended while nobody led, continues every workload's attempt count,
-reloads fair-share credits from the usage intervals, and only then starts the loop and the watches.
+reloads fair-share credits from the usage intervals, lists the nodes and the pods bound to them when it watches
+nodes (running workloads' placements are bound meanwhile, from their `kuota.dev/topology-assignment`), and only
+then starts the loop and the watches.
 """
 
 from __future__ import annotations
