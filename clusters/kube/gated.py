@@ -8,7 +8,9 @@ filed by workload key in `PodGroups`; after each event, the keys it touched are 
   submitted with the admission rebuilt from the annotation, so a restart or a new leader admits nothing twice;
 * admit: one JSON patch per gated pod (workloads/gates.py `ungate_patch`: kuota's gate removed, the pod set's
   flavors' node selector and tolerations added) with the admission annotations; a pod of an admitted workload
-  created later (an operator replacing one) gets the same, until the workload is stopped;
+  created later (an operator replacing one) gets the same, until the workload is stopped. A pod of a pod set placed
+  by a topology also gets its domain's entry and the hostname of a node the placement still has a pod for;
+  when it has none left (the pod replaced still holds its node) the pod waits, gated, for one to go;
 * stop (the suspend of a preemption): every pod of the workload is deleted, each only while it is the pod seen (its
   uid), so that a pod created again under the same name stays. A LeaderWorkerSet's controller creates them again,
   gated, and the workload counts as suspended once none of its pods holds resources: it waits in its queue again.
