@@ -37,6 +37,9 @@ WORKLOAD_ID: Final = "kuota.dev/workload-id"
 # node tell which admitted workloads a node failure takes down. A label, so that `kubectl get pods -l` finds a
 # workload's pods; its value is workload_label_value(key), since a key (`KIND/NAMESPACE/NAME`) is no label value.
 WORKLOAD_LABEL: Final = "kuota.dev/workload"
+# Set by kuota on an admitted workload placed on nodes by a topology: per pod set, its domain and pods per node (JSON,
+# clusters/kube/topology_assignment.py), so that a restarted controller binds the same nodes.
+TOPOLOGY_ASSIGNMENT: Final = "kuota.dev/topology-assignment"
 # Set by kuota on a workload it deactivated (gang readiness: its pods were not ready in time too often), with the
 # reason; it keeps the workload out of the queue across controller restarts until an operator releases it.
 DEACTIVATED: Final = "kuota.dev/deactivated"
@@ -57,7 +60,14 @@ POD_SET: Final = "kuota.dev/pod-set"
 MANAGED_NAMESPACE_LABEL: Final = "kuota.dev/managed"
 
 #: Annotations nobody but kuota may set or change: they are what makes a Job count as admitted.
-KUOTA_OWNED_ANNOTATIONS: Final = (ADMITTED_FLAVOR, WORKLOAD_ID, RESUME_FROM, CHECKPOINT_REQUESTED_AT, DEACTIVATED)
+KUOTA_OWNED_ANNOTATIONS: Final = (
+    ADMITTED_FLAVOR,
+    WORKLOAD_ID,
+    RESUME_FROM,
+    CHECKPOINT_REQUESTED_AT,
+    DEACTIVATED,
+    TOPOLOGY_ASSIGNMENT,
+)
 
 
 def workload_label_value(key: str) -> str:

@@ -219,6 +219,17 @@ class Controller:
         if settings is not None:
             self._remind(start + settings.grace_period, _NODE_LOST, node)
 
+    def room_on_nodes(self) -> None:
+        """Nodes may hold more than before (a pod that was not kuota's left, a node came back or became
+        schedulable): heads parked for want of room on nodes look again at the next cycle. Only where a flavor is
+        placed by a topology; elsewhere nodes never decide."""
+        if self.manager.nodes is None or not any(f.topology for f in self.config.flavors):
+            return
+        for queue in self.manager.queues.values():
+            queue.unpark_all()
+        self.manager.blocked.clear()
+        self.dirty = True
+
     def suspended(self, name: str, at: int) -> None:
         """The victim's pods are gone: its quota is free; requeue it with backoff."""
         if name not in self.manager.workloads or self.manager.state[name] not in (State.EVICTING, State.ADMITTED):

@@ -505,8 +505,9 @@ class QuotaConfig(_Model):
 
     @property
     def watches_nodes(self) -> bool:
-        """Whether kuota needs to know nodes and the pods bound to them (node failures are on)."""
-        return self.node_failure is not None
+        """Whether kuota needs to know nodes and the pods bound to them (node failures are on, or a flavor is
+        placed by a topology)."""
+        return self.node_failure is not None or any(f.topology for f in self.flavors)
 
     def team_for_queue(self, queue: str) -> Team | None:
         return next((t for t in self.teams if queue in t.queues), None)

@@ -234,6 +234,8 @@ def _budgets(config: QuotaConfig) -> Iterator[Problem]:
                         )
                     else:
                         seen[key] = b_index
+
+
 def is_label_key(key: str) -> bool:
     """A Kubernetes label key: an optional DNS-subdomain prefix and a name (`topology.kuota.dev/rack`)."""
     return is_resource_name(key)

@@ -7,8 +7,9 @@ so a restart or a new leader admits nothing twice), finished when its kind says 
 controller decides goes out as one patch per step, each scheduled as a task so every command returns at once; what
 a patch holds is the kind's (workloads/):
 
-* admit: the kind's run patch (per pod set: the flavors' node selector and tolerations, the admitted count) with
-  the admission annotations, as one JSON patch;
+* admit: the kind's run patch (per pod set: the flavors' node selector and tolerations, the admitted count; for a
+  pod set placed by a topology, its domain's nodeSelector entry too) with the admission annotations (the placement
+  in `kuota.dev/topology-assignment`, clusters/kube/topology_assignment.py), as one JSON patch;
 * request_checkpoint: POST to `kuota.dev/checkpoint-url`, else stamp `kuota.dev/checkpoint-requested-at`; the job
   answers by setting `kuota.dev/checkpoint-completed-at` (and maybe `kuota.dev/checkpoint-id`);
 * suspend: the kind's stop patch; the workload counts as suspended once its kind reports it stopped.
@@ -45,6 +46,7 @@ from admission.labels import (
     CHECKPOINT_URL,
     DEACTIVATED,
     QUEUE_LABEL,
+    TOPOLOGY_ASSIGNMENT,
     WORKLOAD_LABEL,
     workload_label_value,
 )
@@ -61,6 +63,10 @@ from clusters.kube.api import KubeApi, NotFound, status_of
 from clusters.kube.events import rfc3339
 from clusters.kube.gated import GatedWorkloads
 from clusters.kube.nodes import BOUND_POD_SELECTOR, BOUND_PODS, NODES, NodeWatch
+from clusters.kube.topology_assignment import Assigned, assignment_of, without_pin
+from clusters.kube.topology_assignment import encode as encode_assignment
+from clusters.kube.topology_assignment import pinned as pin_to_domain
+from clusters.kube.topology_assignment import read_annotation as read_assignment
 from clusters.kube.watch import Reflector
 from queues.controller import Controller
 from queues.loop import ControllerLoop, wall_clock_ms
@@ -154,7 +160,7 @@ class KubeCluster:
         """The nodes and the pods bound to them (clusters/kube/nodes.py), when the quota file turns node features
         on at start; like the kinds, this is decided once, since the RBAC and watches are made for it."""
         if config().watches_nodes:
-            self.nodes = NodeWatch(self._node_changed)
+            self.nodes = NodeWatch(self._node_changed, self._room_on_nodes)
             self.reflectors[NODE_REFLECTOR] = Reflector(api, NODES, self.nodes.nodes_listed, self.nodes.node_event)
             self.reflectors[BOUND_POD_REFLECTOR] = Reflector(
                 api, BOUND_PODS, self.nodes.pods_listed, self.nodes.pod_event, field_selector=BOUND_POD_SELECTOR
@@ -204,6 +210,10 @@ class KubeCluster:
     def attach(self, controller: Controller, loop: ControllerLoop | None) -> None:
         self.controller = controller
         self.loop = loop
+        if self.nodes is not None:
+            # The engine places on the live inventory: the manager binds each running workload's placement into it
+            # (the pods of those workloads then step aside, clusters/kube/inventory.py) and each cycle copies it.
+            controller.manager.nodes = self.nodes.inventory
 
     def start_watching(self) -> None:
         for name, reflector in self.reflectors.items():
@@ -239,6 +249,11 @@ class KubeCluster:
     def _node_changed(self, node: str, ready: bool, since: int | None) -> None:
         if self.controller is not None:
             self.controller.node_changed(node, ready, self.clock(), since)
+
+    def _room_on_nodes(self) -> None:
+        if self.controller is not None:
+            self.controller.room_on_nodes()
+            self.wake()
 
     def workloads_on(self, node: str) -> frozenset[str]:
         if self.nodes is None:
@@ -391,14 +406,19 @@ class KubeCluster:
             self.controller.suspended(key, self.clock())
             self.wake()
 
-    def with_admission(self, workload: Workload, flavor: str) -> Workload:
+    def with_admission(
+        self, workload: Workload, flavor: str, assignment: Mapping[str, Assigned] | None = None
+    ) -> Workload:
         """A workload found running under an admission kuota made, with that admission rebuilt from its
-        `kuota.dev/admitted-flavor` annotation and dated as the ledger says."""
+        `kuota.dev/admitted-flavor` annotation (and its placement on nodes from `kuota.dev/topology-assignment`,
+        read into `assignment`), dated as the ledger says."""
         team = next((t for t in self.config().teams if t.name == workload.team), None)
+        names = {p.name for p in workload.pod_sets}
         admission = Admission(
             flavors=decode_admission(flavor, workload.pod_sets, team),
             counts={p.name: p.count for p in workload.pod_sets},
             admitted_at=self.admitted_at.get(workload.name, self.clock()),
+            placement={name: dict(a.placement.nodes) for name, a in (assignment or {}).items() if name in names},
         )
         return dataclasses.replace(workload, admission=admission)
 
@@ -456,16 +476,18 @@ class KubeCluster:
         flavor = job_annotations(obj).get(ADMITTED_FLAVOR)
         team = next((t for t in config.teams if t.name == workload.team), None)
         suspended = kind.is_suspended(obj)
+        earlier = read_assignment(job_annotations(obj))
         if flavor and not suspended:
-            return self.with_admission(workload, flavor)
+            return self.with_admission(workload, flavor, earlier)
         if flavor:
-            # Requeued after a preemption: the selectors still hold the last flavors' labels, which must not pin
-            # the workload to those flavors from now on.
+            # Requeued after a preemption: the selectors still hold the last flavors' labels and the domain it was
+            # pinned to, which must not pin the workload to those flavors or that domain from now on.
             used = decode_admission(flavor, workload.pod_sets, team)
             pod_sets = []
             for pod_set in workload.pod_sets:
                 stale = flavor_labels(config, used.get(pod_set.name, {}).values())
                 selector = {k: v for k, v in pod_set.node_selector.items() if k not in stale}
+                selector = without_pin(selector, earlier.get(pod_set.name))
                 pod_sets.append(dataclasses.replace(pod_set, node_selector=selector))
             return dataclasses.replace(workload, pod_sets=tuple(pod_sets))
         if not suspended:
@@ -491,22 +513,32 @@ class KubeCluster:
         kind = self._kind(key)
         config = self.config()
         annotations = admission_annotations(key, flavors, resume_from)
+        # The engine's node counts, with the domain each pod set's nodes share (their labels, known now).
+        placed = assignment_of(
+            config, flavors, workload.admission.placement if workload.admission else {}, self.node_inventory()
+        )
 
         resolve = self._resolver(key)
 
         def run_patch(current: Obj | None) -> JSONPatch:
             obj = current if current is not None else (self.jobs.get(key) or {})
             labels = {WORKLOAD_LABEL: workload_label_value(key)}
-            where = {
-                name: dataclasses.replace(placement, labels=labels)
-                for name, placement in placements(kind, obj, config, flavors, counts, resolve).items()
-            }
+            earlier = read_assignment(job_annotations(obj))
+            assigned: dict[str, Assigned] = {}
+            where = {}
+            for name, placement in placements(kind, obj, config, flavors, counts, resolve).items():
+                selector = without_pin(placement.node_selector, earlier.get(name))
+                if name in placed:
+                    # Pinned to its domain; inside it the kube-scheduler picks the nodes.
+                    selector, added = pin_to_domain(selector, placed[name])
+                    assigned[name] = Assigned(placed[name], added)
+                where[name] = dataclasses.replace(placement, node_selector=selector, labels=labels)
             missing = [p.name for p in workload.pod_sets if p.name not in where]
             if missing:
                 # Letting it run would start those pods on no flavor's nodes: the admission fails instead.
                 raise Unplaceable(f"{key}: pod sets {', '.join(missing)} are not in the object as it reads now")
             ops = kind.run_patch(obj, where)
-            return annotation_ops(obj, annotations) + ops
+            return annotation_ops(obj, {**annotations, TOPOLOGY_ASSIGNMENT: encode_assignment(assigned)}) + ops
 
         self.suspending.discard(key)
         self.spawn(self._admit(key, run_patch), f"admit {key}")

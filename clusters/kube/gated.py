@@ -8,7 +8,9 @@ filed by workload key in `PodGroups`; after each event, the keys it touched are 
   submitted with the admission rebuilt from the annotation, so a restart or a new leader admits nothing twice;
 * admit: one JSON patch per gated pod (workloads/gates.py `ungate_patch`: kuota's gate removed, the pod set's
   flavors' node selector and tolerations added) with the admission annotations; a pod of an admitted workload
-  created later (an operator replacing one) gets the same, until the workload is stopped;
+  created later (an operator replacing one) gets the same, until the workload is stopped. A pod of a pod set placed
+  by a topology also gets its domain's entry and the hostname of a node the placement still has a pod for;
+  when it has none left (the pod replaced still holds its node) the pod waits, gated, for one to go;
 * stop (the suspend of a preemption): every pod of the workload is deleted, each only while it is the pod seen (its
   uid), so that a pod created again under the same name stays. A LeaderWorkerSet's controller creates them again,
   gated, and the workload counts as suspended once none of its pods holds resources: it waits in its queue again.
@@ -31,6 +33,7 @@ from admission.labels import (
     CHECKPOINT_COMPLETED_AT,
     CHECKPOINT_REQUESTED_AT,
     RESUME_FROM,
+    TOPOLOGY_ASSIGNMENT,
     WORKLOAD_ID,
     WORKLOAD_LABEL,
     workload_label_value,
@@ -40,6 +43,8 @@ from clusters.kube.admitted import admission_annotations, annotation_ops, pod_pl
 from clusters.kube.api import NotFound, status_of
 from clusters.kube.events import rfc3339
 from clusters.kube.pod_groups import PodGroups
+from clusters.kube.topology_assignment import HOSTNAME_LABEL, Assigned, assignment_of, encode, next_nodes
+from clusters.kube.topology_assignment import read_annotation as read_assignment
 from workloads.gates import (
     GATED_POD,
     GatedKind,
@@ -68,6 +73,8 @@ class Admitted(NamedTuple):
 
     flavors: Mapping[str, Mapping[str, str]]
     annotations: Mapping[str, str | None]
+    assignment: Mapping[str, Assigned] = {}
+    """Per pod set placed on nodes by a topology: its placement (each of its pods is pinned to the domain)."""
 
 
 def _uid(obj: Mapping[str, Any]) -> str:
@@ -78,6 +85,16 @@ def _uid(obj: Mapping[str, Any]) -> str:
 def _completed_at(obj: Mapping[str, Any]) -> str:
     value = job_annotations(obj).get(CHECKPOINT_COMPLETED_AT)
     return value if isinstance(value, str) else ""
+
+
+def _node_of(pod: Mapping[str, Any], by_hostname: Mapping[str, str]) -> str | None:
+    """The node a pod let go runs on, or was pinned to (its hostname selector), among a placement's nodes."""
+    spec = pod.get("spec") or {}
+    bound = spec.get("nodeName")
+    if isinstance(bound, str) and bound:
+        return bound
+    selector = spec.get("nodeSelector") or {}
+    return by_hostname.get(str(selector.get(HOSTNAME_LABEL))) if isinstance(selector, dict) else None
 
 
 def group_view(group: Group) -> Obj:
@@ -102,6 +119,9 @@ class GatedWorkloads:
         """Admitted workloads whose gated pods kuota lets go, by key."""
         self.in_flight: set[str] = set()
         """Uids of pods being let go or deleted: not patched twice before the watch shows the result."""
+        self.pinned: dict[str, str] = {}
+        """Uids of gated pods being let go onto a node of their placement → that node (until the watch shows them
+        ungated, with the node in their selector)."""
 
     def kind(self, key: str) -> GatedKind:
         kind = self.cluster.kinds.for_workload(split_key(key)[0])
@@ -120,6 +140,7 @@ class GatedWorkloads:
     def pod_event(self, event: str, pod: Obj) -> None:
         if event == "DELETED" or not is_gated(pod):
             self.in_flight.discard(_uid(pod))
+            self.pinned.pop(_uid(pod), None)
         touched = self.groups.pod_gone(pod) if event == "DELETED" else self.groups.pod_seen(pod)
         self._sync_all(touched)
 
@@ -191,12 +212,14 @@ class GatedWorkloads:
         flavor = next((f for p in running if (f := job_annotations(p).get(ADMITTED_FLAVOR))), None)
         if flavor:
             # Already admitted: its gated pods (kuota stopped half-way, or replacements) are let go alike.
-            admitted = cluster.with_admission(workload, flavor)
             annotations = job_annotations(next(p for p in running if job_annotations(p).get(ADMITTED_FLAVOR)))
+            assignment = read_assignment(annotations)
+            admitted = cluster.with_admission(workload, flavor, assignment)
             assert admitted.admission is not None
             self.admitted[key] = Admitted(
                 admitted.admission.flavors,
-                {k: annotations.get(k) for k in (ADMITTED_FLAVOR, WORKLOAD_ID, RESUME_FROM)},
+                {k: annotations.get(k) for k in (ADMITTED_FLAVOR, WORKLOAD_ID, RESUME_FROM, TOPOLOGY_ASSIGNMENT)},
+                assignment,
             )
             return admitted
         if running:
@@ -211,7 +234,14 @@ class GatedWorkloads:
 
     def admit(self, workload: Workload, flavors: Mapping[str, Mapping[str, str]], resume_from: str | None) -> None:
         key = workload.name
-        self.admitted[key] = Admitted(flavors, admission_annotations(key, flavors, resume_from))
+        config = self.cluster.config()
+        placed = assignment_of(
+            config, flavors, workload.admission.placement if workload.admission else {}, self.cluster.node_inventory()
+        )
+        # Gated pods are created from the owner's templates without kuota's pins: every pin is kuota's addition.
+        assignment = {name: Assigned(p, bool(p.node_selector())) for name, p in placed.items()}
+        annotations = {**admission_annotations(key, flavors, resume_from), TOPOLOGY_ASSIGNMENT: encode(assignment)}
+        self.admitted[key] = Admitted(flavors, annotations, assignment)
         self.cluster.suspending.discard(key)
         group = self.groups.group(key)
         if group is not None:
@@ -246,11 +276,59 @@ class GatedWorkloads:
             return
         pod_set_of = kind.read_group(group).pod_set_of
         config = self.cluster.config()
+        hosts = self._hosts(key, group, pod_set_of, admitted, gated)
         for pod in gated:
-            placement = pod_placement(pod, pod_set_of.get(pod_name(pod), ""), config, admitted.flavors)
-            placement = dataclasses.replace(placement, labels={WORKLOAD_LABEL: workload_label_value(key)})
+            pod_set = pod_set_of.get(pod_name(pod), "")
+            placement = pod_placement(pod, pod_set, config, admitted.flavors)
+            selector = dict(placement.node_selector)
+            if pod_set in admitted.assignment:
+                # Pinned to its pod set's domain, and to the node the placement counted it on (as Kueue's TAS
+                # ungates pods onto hostnames), so that the nodes kuota counts are the nodes the pods run on.
+                selector.update(admitted.assignment[pod_set].placement.node_selector())
+                node = hosts.get(_uid(pod))
+                if node is None:
+                    continue  # the placement has no node left for it yet: it waits, gated, for a pod to go
+                self.pinned[_uid(pod)] = node
+                selector[HOSTNAME_LABEL] = self._hostname(node)
+            placement = dataclasses.replace(
+                placement, node_selector=selector, labels={WORKLOAD_LABEL: workload_label_value(key)}
+            )
             self.in_flight.add(_uid(pod))
             self.cluster.spawn(self._ungate(key, pod, placement, admitted.annotations), f"admit {key} pod")
+
+    def _hostname(self, node: str) -> str:
+        inventory = self.cluster.node_inventory()
+        state = inventory.node(node) if inventory is not None else None
+        return state.labels.get(HOSTNAME_LABEL, node) if state is not None else node
+
+    def _hosts(
+        self,
+        key: str,
+        group: Group,
+        pod_set_of: Mapping[str, str],
+        admitted: Admitted,
+        gated: list[Mapping[str, Any]],
+    ) -> dict[str, str]:
+        """For the gated pods of placed pod sets, by uid, the node each goes to: the placement's pods per node, less
+        the pods of that pod set already let go onto each node (or on their way there)."""
+        out: dict[str, str] = {}
+        for pod_set, assigned in admitted.assignment.items():
+            counts = assigned.placement.nodes
+            by_hostname = {self._hostname(node): node for node in counts}
+            taken: dict[str, int] = {}
+            for pod in group.pods:
+                if pod_set_of.get(pod_name(pod)) != pod_set or is_deleting(pod) or not holds_resources(pod):
+                    continue
+                node = self.pinned.get(_uid(pod)) if is_gated(pod) else _node_of(pod, by_hostname)
+                if node is not None:
+                    taken[node] = taken.get(node, 0) + 1
+            waiting = sorted(
+                (p for p in gated if pod_set_of.get(pod_name(p)) == pod_set and _uid(p) not in self.pinned),
+                key=pod_name,
+            )
+            for pod, node in zip(waiting, next_nodes(counts, taken, len(waiting)), strict=False):
+                out[_uid(pod)] = node
+        return out
 
     async def _merge(self, namespace: str, name: str, body: Obj) -> None:
         with contextlib.suppress(NotFound):  # gone (stopped meanwhile): nothing to ask
@@ -273,8 +351,10 @@ class GatedWorkloads:
             self.cluster.patches += 1
         except NotFound:
             self.in_flight.discard(_uid(pod))  # gone: the watch says what happens next
+            self.pinned.pop(_uid(pod), None)
         except Exception as exc:
             self.in_flight.discard(_uid(pod))
+            self.pinned.pop(_uid(pod), None)
             log.error("admission_failed", job=key, pod=name, status=status_of(exc), error=str(exc)[:300])
             cluster = self.cluster
             if cluster.controller is not None and key in cluster.submitted and key in self.admitted:

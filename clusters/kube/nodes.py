@@ -1,6 +1,8 @@
-"""The nodes kuota sees: Node objects and the pods bound to them, kept in a NodeInventory (admission/nodes.py).
+"""The nodes kuota sees: Node objects and the pods bound to them, kept in a LiveInventory (clusters/kube/inventory.py,
+the NodeInventory of admission/nodes.py in which a placed workload's pods step aside for its placement).
 
-Two list+watches, started only when the quota file asks for node features (`nodeFailure`): every Node, and every
+Two list+watches, started only when the quota file asks for node features (`nodeFailure`, or a flavor's
+`topology`): every Node, and every
 pod bound to a node that has not terminated (field selector `spec.nodeName!=,status.phase!=Succeeded,
 status.phase!=Failed`, so pending and finished pods are never sent, as kube-scheduler's own cache leaves them out).
 A Node becomes a NodeState: its labels, its allocatable resources in exact milli-units (quota/quantity.py), its
@@ -28,7 +30,8 @@ from typing import Any
 import structlog
 
 from admission.labels import WORKLOAD_LABEL
-from admission.nodes import NodeInventory, NodeState, Taint, TaintEffect
+from admission.nodes import NodeState, Taint, TaintEffect
+from clusters.kube.inventory import LiveInventory
 from quota.quantity import QuantityError, parse_quantity
 from workloads.kind import parse_time
 from workloads.quantities import is_map, mapping, pod_requests
@@ -140,10 +143,19 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
 class NodeWatch:
     """The inventory and the pods on each node, from what the two reflectors report."""
 
-    def __init__(self, on_node: Callable[[str, bool, int | None], None] | None = None) -> None:
-        self.inventory = NodeInventory()
+    def __init__(
+        self,
+        on_node: Callable[[str, bool, int | None], None] | None = None,
+        on_room: Callable[[], None] | None = None,
+    ) -> None:
+        self.inventory = LiveInventory()
+        """Pods counted one by one, except those of workloads the queue manager binds by placement
+        (clusters/kube/inventory.py)."""
         self.on_node = on_node
         """Told (node, ready, not ready since) whenever a node's readiness changes, and of every node listed."""
+        self.on_room = on_room
+        """Told when nodes may have more room than before (a pod counted by itself left, a node came, became
+        schedulable or grew), so that work waiting for room on nodes looks again."""
         self.pods: dict[str, BoundPod] = {}
         self._on_node: dict[str, set[str]] = {}
         """node → the pods bound to it (kept for nodes the inventory does not know, or no longer)."""
@@ -169,11 +181,9 @@ class NodeWatch:
         if not state.name:
             return
         before = self.inventory.node(state.name)
-        self.inventory.set_node(state)
-        if before is None:
-            # Known again after a deletion (or first seen after its pods): bind what runs on it.
-            for key in self._on_node.get(state.name, ()):
-                self.inventory.bind(key, state.name, self.pods[key].requests)
+        self.inventory.set_node(state)  # binds what runs on a node known again, or listed after its pods
+        if self.on_room is not None and state.schedulable and (before is None or _grew(before, state)):
+            self.on_room()
         if self.on_node is not None and (listed or before is None or before.ready != state.ready):
             self.on_node(state.name, state.ready, None if state.ready else not_ready_since(obj))
 
@@ -208,14 +218,16 @@ class NodeWatch:
             self._unbind(key)
         self.pods[key] = pod
         self._on_node.setdefault(pod.node, set()).add(key)
-        if self.inventory.node(pod.node) is not None:
-            self.inventory.bind(key, pod.node, pod.requests)
+        self.inventory.bind_pod(key, pod.node, pod.requests, pod.workload)
 
     def _unbind(self, key: str) -> None:
         pod = self.pods.pop(key, None)
         if pod is None:
             return
-        self.inventory.unbind(key)
+        freed = self.inventory.counted_alone(key)
+        self.inventory.unbind_pod(key)
+        if freed and self.on_room is not None:
+            self.on_room()
         keys = self._on_node.get(pod.node)
         if keys is not None:
             keys.discard(key)
@@ -225,3 +237,12 @@ class NodeWatch:
     def workload_labels_on(self, node: str) -> set[str]:
         """The `kuota.dev/workload` labels of the pods on `node` that are not being deleted."""
         return {label for key in self._on_node.get(node, ()) if (label := self.pods[key].workload) is not None}
+
+
+def _grew(before: NodeState, after: NodeState) -> bool:
+    """Whether a node may now take pods it could not: schedulable again, fewer taints, more of a resource."""
+    if not before.schedulable:
+        return True
+    if set(after.taints) < set(before.taints) or after.labels != before.labels:
+        return True
+    return any(q > before.allocatable.get(r, 0) for r, q in after.allocatable.items())

@@ -5,7 +5,9 @@ A new leader trusts nothing it remembers from an earlier term. It lists the obje
 enabled kind and the pods of the kinds held back pod by pod (running ones are submitted with their admission, so
 nothing is admitted twice; waiting ones are queued by creation time),
 closes in the ledger the usage of work that ended while nobody led, continues every workload's attempt count,
-reloads fair-share credits from the usage intervals, and only then starts the loop and the watches.
+reloads fair-share credits from the usage intervals, lists the nodes and the pods bound to them when it watches
+nodes (running workloads' placements are bound meanwhile, from their `kuota.dev/topology-assignment`), and only
+then starts the loop and the watches.
 """
 
 from __future__ import annotations
@@ -22,8 +24,16 @@ from accounting import repository
 from accounting.ledger import Ledger
 from accounting.recovery import close_orphaned_intervals, last_activity
 from accounting.spending import usage_since
-from clusters.kube.api import KubeApi
-from clusters.kube.cluster import PODS, KubeCluster, epoch_ms, is_admitted_running, object_key
+from clusters.kube.api import KubeApi, status_of
+from clusters.kube.cluster import (
+    BOUND_POD_REFLECTOR,
+    NODE_REFLECTOR,
+    PODS,
+    KubeCluster,
+    epoch_ms,
+    is_admitted_running,
+    object_key,
+)
 from clusters.kube.events import EventJournal, EventRecorder
 from queues.controller import BACKOFF_BASE_MS, Controller, Tracking
 from queues.journal import Journal, Journals, LogJournal
@@ -140,6 +150,14 @@ class LeaderTerm:
         if pods is not None:
             cluster.reflectors[PODS].version = pods[1]
             cluster.gated.pods_listed(pods[0])
+        for name in (NODE_REFLECTOR, BOUND_POD_REFLECTOR):
+            # Nodes and bound pods before the first cycle: placing on an empty inventory would find no room.
+            # A refused list (RBAC) is retried by the watch itself; until then topology heads wait for room.
+            if name in cluster.reflectors:
+                try:
+                    await cluster.reflectors[name].list_once()
+                except Exception as exc:
+                    log.warning("node_list_failed", reflector=name, status=status_of(exc), error=str(exc)[:300])
         if self.ledger is not None:
             record_unknown_admissions(controller, running, set(cluster.admitted_at), attempts)
         for reflector in cluster.reflectors.values():

@@ -290,6 +290,15 @@ DENIALS: tuple[Denial, ...] = (
         403,
         ("kuota.dev/resume-from",),
     ),
+    Denial(
+        "topology-assignment-forged",
+        "validate",
+        _admitted_change(
+            _annotate("kuota.dev/topology-assignment", '{"main":{"nodes":{"gpu-node-004":2},"topology":"fabric"}}')
+        ),
+        403,
+        ("kuota.dev/topology-assignment", "set by kuota only"),
+    ),
     Denial("queue-label-removed", "validate", _removed_label, 403, ("kuota.dev/queue", "'user-queue'")),
     Denial("not-a-job", "validate", _not_a_job, 400, ("containers",)),
     Denial("not-a-job-mutate", "mutate", _spec_not_an_object, 400, ("spec",)),
