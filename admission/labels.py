@@ -17,6 +17,7 @@ KUEUE_PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
 MIN_PARALLELISM: Final = "kuota.dev/min-parallelism"
 KUEUE_MIN_PARALLELISM: Final = "kueue.x-k8s.io/job-min-parallelism"
 CHECKPOINT_URL: Final = "kuota.dev/checkpoint-url"
+EXPECTED_RUNTIME: Final = "kuota.dev/expected-runtime"
 
 # The checkpoint handshake: kuota asks, the job answers.
 CHECKPOINT_REQUESTED_AT: Final = "kuota.dev/checkpoint-requested-at"
