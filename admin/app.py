@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 from admin import dashboard, routes_config, routes_health, routes_ledger, routes_state, routes_workloads
 from admin.api import PRINCIPAL_KEY, RUNTIME_KEY, Route
 from admin.auth import TokenStore, TooManyAttempts
+from admin.estimates import ESTIMATES_KEY, EstimateRunner
 from admin.metrics import REGISTRY, RuntimeCollector
 from admin.openapi import openapi_document
 from admin.parsing import PARSER_KEY, WHATIF_KEY, ProposalParser, WhatIfRunner
@@ -41,10 +42,12 @@ def build_app(
     app[TOKENS_KEY] = tokens
     parser = app[PARSER_KEY] = ProposalParser()
     runner = app[WHATIF_KEY] = WhatIfRunner()
+    estimates = app[ESTIMATES_KEY] = EstimateRunner()
 
     async def close_parser(_: web.Application) -> None:
         parser.close()
         runner.close()
+        estimates.close()
 
     app.on_cleanup.append(close_parser)
     app[REGISTRY_KEY] = registry

@@ -11,8 +11,9 @@ with in its cohort, and the expected ends of the running work there.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from admission.workload import Workload
 from queues.manager import State
@@ -64,6 +65,11 @@ class SimulatedStarts:
     wall_ms: int = 0
 
 
+Estimator = Callable[[str | None, LiveState], "SimulatedStarts | dict[str, Any]"]
+"""(ledger URL or None, the live state) → the simulation's answer, or {"error": message} (sim.estimates.estimate_json).
+A module-level function, so that it can run in a worker process."""
+
+
 def state_version(reader: ControllerReader, config_text: str) -> tuple[int, ...]:
     """Changes whenever a cycle ran or work came, started or left (cheap: no walk over the workloads)."""
     manager = reader.manager
@@ -82,28 +88,28 @@ def live_state(reader: ControllerReader, config_text: str, now_ms: int, *, max_p
         elif state is State.EVICTING:
             # It leaves and queues again: simulated as pending from now, with no admission.
             leaving.append((replace(workload, admission=None, evicting=False), now_ms))
-    queues = [
-        [w for w in queue.ordered() if w.name not in manager.held and w.name not in manager.deactivated]
-        for queue in manager.queues.values()
-    ]
-    total = sum(len(q) for q in queues)
+    skip = manager.held | manager.deactivated
+    fronts = [(w for w in queue.ordered() if w.name not in skip) for queue in manager.queues.values()]
+    total = sum(len(queue) for queue in manager.queues.values())
     pending: list[tuple[Workload, int]] = list(leaving)
-    depth = 0
-    # Round-robin over the teams' fronts: every team's first workloads are in, whatever one team's backlog.
-    while len(pending) < max_pending and any(depth < len(q) for q in queues):
-        for queue in queues:
-            if depth < len(queue) and len(pending) < max_pending:
-                workload = queue[depth]
-                track = reader.tracking.get(workload.name)
-                eligible = max(now_ms, track.eligible_at) if track is not None else now_ms
-                pending.append((workload, eligible))
-        depth += 1
+    # Round-robin over the teams' fronts: every team's first workloads are in, whatever one team's backlog; only
+    # what is taken is read (a queue's order is kept, not sorted per read).
+    while fronts and len(pending) < max_pending:
+        for front in list(fronts):
+            taken = next(front, None)
+            if taken is None:
+                fronts.remove(front)
+                continue
+            track = reader.tracking.get(taken.name)
+            pending.append((taken, max(now_ms, track.eligible_at) if track is not None else now_ms))
+            if len(pending) >= max_pending:
+                break
     return LiveState(
         now_ms=now_ms,
         config_text=config_text,
         running=tuple(running),
         pending=tuple(pending),
-        left_out=total + len(leaving) - len(pending),
+        left_out=max(0, total + len(leaving) - len(pending)),
         version=state_version(reader, config_text),
     )
 
@@ -175,9 +181,10 @@ def explain(
     manager = reader.manager
     workload = manager.workloads[name]
     expected = starts.expected if starts is not None else {}
-    positions = manager.positions()
-    ahead_count = ahead_gpu_ms = ahead_unknown = 0
+    ahead_count = ahead_gpu_ms = ahead_unknown = in_queue = 0
     for other in manager.queues[workload.team].ordered():
+        if other.queue == workload.queue:
+            in_queue += 1
         if other.name == name:
             break
         ahead_count += 1
@@ -196,24 +203,23 @@ def explain(
         if head is not None:
             heads.append(Head(head.name, team, gpu_milli(head)))
     ends: list[RunningEnd] = []
-    for team in teams:
-        for other_name, usage in manager.usage.items():
-            other = manager.workloads[other_name]
-            if other.team != team:
-                continue
-            end = expected.get(other_name)
-            gpus = sum(v for (_, r), v in usage.items() if r.endswith("gpu"))
-            ends.append(RunningEnd(other_name, team, gpus, end[0] if end else None, end[1] if end else "no basis"))
+    competing = set(teams)
+    for other_name, usage in manager.usage.items():
+        other = manager.workloads[other_name]
+        if other.team not in competing:
+            continue
+        end = expected.get(other_name)
+        gpus = sum(v for (_, r), v in usage.items() if r.endswith("gpu"))
+        ends.append(RunningEnd(other_name, other.team, gpus, end[0] if end else None, end[1] if end else "no basis"))
     known = sorted((e for e in ends if e.ends_at is not None), key=lambda e: (e.ends_at or 0, e.name))
-    position = positions.get(name)
     own = expected.get(name)
     start = starts.starts.get(name) if starts is not None else None
     return WaitEstimate(
         workload=name,
         start_at=start,
         unknown=None if start is not None else _why_unknown(reader, name, starts, unavailable),
-        position_in_team=position[0] if position else None,
-        position_in_queue=position[1] if position else None,
+        position_in_team=ahead_count + 1,
+        position_in_queue=in_queue,
         ahead=Ahead(ahead_count, ahead_gpu_ms, ahead_unknown),
         own_runtime=own[1] if own else None,
         cohort=cohort,
