@@ -179,16 +179,6 @@ class PreemptionView(ApiModel):
     lost_gpu_seconds: str | None
 
 
-class WorkloadDetailView(ApiModel):
-    workload: WorkloadView | None = Field(description="null when the controller forgot it (finished)")
-    admissions: list[AdmissionView]
-    preemptions: list[PreemptionView]
-    history: list[HistoryEvent]
-    estimate: EstimateView | None = Field(
-        default=None, description="when it is expected to start (pending workloads, with ?estimate=true)"
-    )
-
-
 class EstimateHead(ApiModel):
     workload: str
     team: str
@@ -230,6 +220,16 @@ class EstimateView(ApiModel):
     running_without_end: int
     next_ends: list[EstimateEnd] = Field(description="the running work expected to end first (first 3)")
     simulation: EstimateSimulation | None
+
+
+class WorkloadDetailView(ApiModel):
+    workload: WorkloadView | None = Field(description="null when the controller forgot it (finished)")
+    admissions: list[AdmissionView]
+    preemptions: list[PreemptionView]
+    history: list[HistoryEvent]
+    estimate: EstimateView | None = Field(
+        default=None, description="when it is expected to start (pending workloads, with ?estimate=true)"
+    )
 
 
 class PreemptionList(ApiModel):

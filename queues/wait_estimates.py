@@ -81,8 +81,9 @@ def live_state(reader: ControllerReader, config_text: str, now_ms: int, *, max_p
     manager = reader.manager
     running: list[Workload] = []
     leaving: list[tuple[Workload, int]] = []
-    for name, state in manager.state.items():
+    for name in manager.usage:  # running work only, not every workload
         workload = manager.workloads[name]
+        state = manager.state[name]
         if state is State.ADMITTED and workload.admission is not None:
             running.append(workload)
         elif state is State.EVICTING:
