@@ -46,7 +46,7 @@ MAX_INSTANTS = 20_000
 MAX_WALL_S = 10.0
 HISTORY_DAYS = 30
 HISTORY_TTL_S = 60.0
-STEP = 200
+STEP = 20
 """Instants between checks of the bounds."""
 
 

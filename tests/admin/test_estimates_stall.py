@@ -78,7 +78,8 @@ async def test_estimates_of_a_huge_queue_do_not_stall_health_checks(tmp_path: Pa
         await runner.cleanup()
     assert first["start_at"] is not None and first["start_at"] > now
     assert first["simulation"]["events"] <= MAX_INSTANTS
-    assert first["simulation"]["wall_ms"] <= MAX_WALL_S * 1000 + 2_000
+    # Its bound on computing is checked every few instants; a loaded machine stretches the last few.
+    assert first["simulation"]["wall_ms"] <= 2 * MAX_WALL_S * 1000
     assert last["start_at"] is None
     assert last["unknown"].startswith(f"too far back in its queue: the estimate simulates the first {MAX_PENDING}")
     assert last["position_in_team"] > 30_000
