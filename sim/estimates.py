@@ -117,15 +117,14 @@ def simulate_starts(
             simulation.push(left, Kind.FINISH, workload.name, job.generation)
     instants = 0
     stopped = None
-    while True:
-        more = simulation.step(STEP)
-        instants += STEP
-        if not more or simulation.now > horizon_ms:
+    while simulation.step(1):  # one instant at a time: the bounds are looked at between instants
+        instants += 1
+        if simulation.now > horizon_ms:
             break
         if instants >= max_instants:
             stopped = f"{max_instants} simulated instants"
             break
-        if time.perf_counter() - started > max_wall_s:
+        if instants % STEP == 0 and time.perf_counter() - started > max_wall_s:
             stopped = f"{max_wall_s:g} s of computing"
             break
     waiting = {w.name for w, _ in state.pending}
@@ -134,7 +133,7 @@ def simulate_starts(
         now_ms=now,
         horizon_ms=now + horizon_ms,
         simulated_to_ms=now + min(simulation.now, horizon_ms),
-        events=min(instants, max_instants),
+        events=instants,
         stopped=stopped,
         starts=starts,
         expected=expected,

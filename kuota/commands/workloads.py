@@ -124,12 +124,14 @@ def estimate_lines(estimate: dict[str, Any]) -> list[str]:
     lines.append(f"  its run time: {_span(runtime_s) + ', ' if runtime_s is not None else ''}{runtime}")
     heads = ", ".join(f"{h['workload']} ({h['team']}, {h['gpus']['value']} GPU)" for h in estimate["cohort_heads"])
     lines.append(f"  cohort {estimate['cohort']}: other teams' heads: {heads or 'none'}")
-    ends = ", ".join(
-        f"{e['workload']} at {_when(e['ends_at'])} ({e['basis']})" for e in estimate["next_ends"] if e["ends_at"]
-    )
     lines.append(
-        f"  running in the cohort: {estimate['running']} ({estimate['running_without_end']} with no expected end);"
-        f" first to end: {ends or 'none known'}"
+        f"  running in the cohort: {estimate['running']} ({estimate['running_without_end']} with no expected end)"
+        + ("; first to end:" if any(e["ends_at"] for e in estimate["next_ends"]) else "")
+    )
+    lines.extend(
+        f"    {e['workload']} ({e['gpus']['value']} GPU) at {_when(e['ends_at'])}: {e['basis']}"
+        for e in estimate["next_ends"]
+        if e["ends_at"]
     )
     sim = estimate["simulation"]
     if sim is not None:

@@ -146,10 +146,10 @@ def test_kuota_why_prints_the_estimate_and_its_basis(live: Live) -> None:
     assert "  ahead in its team: 0 workload(s), 0.00 GPU-hours expected" in lines
     assert "  its run time: 1 h 30 min, median of 3 finished (team+queue+size)" in lines
     assert "  cohort org: other teams' heads: vision/new (vision, 1 GPU)" in lines
-    assert any(
-        line.startswith("  running in the cohort: 3 (0 with no expected end); first to end: vision/big at ")
-        for line in lines
-    ), result.output
+    assert "  running in the cohort: 3 (0 with no expected end); first to end:" in lines
+    end = lines.index("  running in the cohort: 3 (0 with no expected end); first to end:") + 1
+    assert lines[end].startswith("    vision/big (4 GPU) at ")
+    assert lines[end].endswith(": median of 3 finished (team+queue+size, of those longer)")
     assert any(line.startswith("  simulated with the engine to ") for line in lines)
     result = CliRunner().invoke(
         app, ["why", "nlp/later", "-o", "json"], env={"KUOTA_SERVER": live.url, "KUOTA_TOKEN": live.token}
