@@ -77,6 +77,16 @@ class QueueManagerReader(Protocol):
     def inadmissible(self, name: str, /) -> bool: ...
 
 
+class EvictionReader(Protocol):
+    """A workload being asked to leave (queues.controller.Eviction)."""
+
+    @property
+    def deadline(self) -> int: ...
+
+    @property
+    def acked_at(self) -> int | None: ...
+
+
 class TrackingReader(Protocol):
     """What the controller remembers about a workload beyond its queue state (queues.controller.Tracking)."""
 
@@ -85,6 +95,9 @@ class TrackingReader(Protocol):
 
     @property
     def eligible_at(self) -> int: ...
+
+    @property
+    def eviction(self) -> EvictionReader | None: ...
 
 
 class CreditsReader(Protocol):

@@ -35,8 +35,10 @@ class LiveState:
     running: tuple[Workload, ...]
     """Admitted and not leaving, each with its admission (and its time)."""
     pending: tuple[tuple[Workload, int], ...]
-    """(workload, when it may be admitted: now, or the end of its requeue backoff), every team's in queue order,
-    workloads being evicted included (they come back to the queue)."""
+    """(workload, when it may be admitted: now, or the end of its requeue backoff), every team's in queue order."""
+    leaving: tuple[tuple[Workload, int], ...] = ()
+    """(workload being evicted, with its admission; when it is expected to be gone: now once it acked its
+    checkpoint, else its checkpoint deadline). Its quota is not free until then, and it queues again after."""
     left_out: int = 0
     """Pending workloads beyond `max_pending`, not simulated."""
     version: tuple[int, ...] = ()
@@ -83,16 +85,19 @@ def live_state(reader: ControllerReader, config_text: str, now_ms: int, *, max_p
     leaving: list[tuple[Workload, int]] = []
     for name in manager.usage:  # running work only, not every workload
         workload = manager.workloads[name]
-        state = manager.state[name]
-        if state is State.ADMITTED and workload.admission is not None:
+        if workload.admission is None:
+            continue
+        if manager.state[name] is State.ADMITTED:
             running.append(workload)
-        elif state is State.EVICTING:
-            # It leaves and queues again: simulated as pending from now, with no admission.
-            leaving.append((replace(workload, admission=None, evicting=False), now_ms))
+        elif manager.state[name] is State.EVICTING:
+            track = reader.tracking.get(name)
+            eviction = track.eviction if track is not None else None
+            gone = now_ms if eviction is None or eviction.acked_at is not None else max(now_ms, eviction.deadline)
+            leaving.append((replace(workload, evicting=True), gone))
     skip = manager.held | manager.deactivated
     fronts = [(w for w in queue.ordered() if w.name not in skip) for queue in manager.queues.values()]
     total = sum(len(queue) for queue in manager.queues.values())
-    pending: list[tuple[Workload, int]] = list(leaving)
+    pending: list[tuple[Workload, int]] = []
     # Round-robin over the teams' fronts: every team's first workloads are in, whatever one team's backlog; only
     # what is taken is read (a queue's order is kept, not sorted per read).
     while fronts and len(pending) < max_pending:
@@ -110,7 +115,8 @@ def live_state(reader: ControllerReader, config_text: str, now_ms: int, *, max_p
         config_text=config_text,
         running=tuple(running),
         pending=tuple(pending),
-        left_out=max(0, total + len(leaving) - len(pending)),
+        leaving=tuple(leaving),
+        left_out=max(0, total - len(pending)),
         version=state_version(reader, config_text),
     )
 

@@ -32,6 +32,7 @@ from accounting.history import window_history
 from accounting.records import AdmissionRecord, PreemptionRecord, WorkloadRecord
 from admission.workload import Admission, Workload
 from clusters.sim.cluster import Kind, SimJob, Simulation
+from queues.controller import Eviction
 from queues.journal import NullJournal
 from queues.wait_estimates import LiveState, SimulatedStarts
 from quota.config import QuotaConfig
@@ -91,10 +92,9 @@ def simulate_starts(
     simulation = Simulation(config, jobs, first)
     teams = {t.name for t in config.teams}
     for workload in state.running:
-        admission = workload.admission
-        if admission is None or workload.team not in teams:
+        if workload.admission is None or workload.team not in teams:
             continue
-        ran = max(0, now - admission.admitted_at)
+        ran = max(0, now - workload.admission.admitted_at)
         remaining = book.remaining(workload, ran)
         if remaining is None:
             unknown.add(workload.name)
@@ -102,19 +102,20 @@ def simulate_starts(
         else:
             left = remaining.duration_ms
             expected[workload.name] = (now + left, remaining.describe())
-        shifted = replace(
-            workload,
-            created_at=workload.created_at - now,
-            admission=Admission(admission.flavors, admission.counts, admission.admitted_at - now),
-        )
-        job = SimJob(shifted, 0, ran + left, None, 10_000)
-        job.started_at = -ran
-        job.generation = 1
-        simulation.jobs[workload.name] = job
-        simulation.controller.submit(shifted, 0)
-        simulation.controller.pods_reported(workload.name, None, 0)  # it runs: gang readiness has nothing to wait for
+        job = _seat(simulation, workload, now, ran, left)
         if left <= horizon_ms:
             simulation.push(left, Kind.FINISH, workload.name, job.generation)
+    for workload, gone in state.leaving:
+        if workload.admission is None or workload.team not in teams:
+            continue
+        ran = max(0, now - workload.admission.admitted_at)
+        remaining = book.remaining(workload, ran)
+        left = remaining.duration_ms if remaining is not None else never
+        job = _seat(simulation, workload, now, ran, left)
+        job.progress_ms = ran  # what it did is taken as checkpointed: readmitted, it runs the rest
+        # Already asked to leave: the simulated controller must not ask again (it would free the quota sooner).
+        simulation.controller.tracking[workload.name].eviction = Eviction(None, "Preempted", 0, gone - now)
+        simulation.push(gone - now, Kind.SUSPENDED, workload.name, job.generation)
     instants = 0
     stopped = None
     while simulation.step(1):  # one instant at a time: the bounds are looked at between instants
@@ -141,6 +142,26 @@ def simulate_starts(
         history_runs=book.count,
         wall_ms=int((time.perf_counter() - started) * 1000),
     )
+
+
+def _seat(simulation: Simulation, workload: Workload, now: int, ran: int, left: int) -> SimJob:
+    """Put running (or leaving) work on the simulated cluster where it runs, without a cycle: charged to its team
+    from instant 0, its admission time kept (minimum runtimes count from it), its pods ready."""
+    assert workload.admission is not None
+    admission = workload.admission
+    shifted = replace(
+        workload,
+        created_at=workload.created_at - now,
+        admission=Admission(admission.flavors, admission.counts, admission.admitted_at - now),
+    )
+    job = SimJob(shifted, 0, ran + left, None, 10_000)
+    job.started_at = -ran
+    job.generation = 1
+    simulation.jobs[workload.name] = job
+    simulation.controller.submit(shifted, 0)
+    if not workload.evicting:
+        simulation.controller.pods_reported(workload.name, None, 0)  # it runs: gang readiness waits for nothing
+    return job
 
 
 # -- the ledger's finished runs -----------------------------------------------------------------------------------

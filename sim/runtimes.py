@@ -101,8 +101,8 @@ class RuntimeBook:
     def remaining(self, workload: Workload, ran_ms: int) -> Expected | None:
         """How much longer a workload that has run `ran_ms` is expected to run: its declared run time less what it
         ran, or the median of the past runs (at the first level with enough) longer than `ran_ms`, less `ran_ms`.
-        Work that has outrun its declared time, or every past run, is expected to end now (0, said so in the
-        basis). None: no basis at all."""
+        Work that has outrun its declared time is expected to end now; work that has outrun every past run, to run
+        as long again (the basis says which). None: no basis at all."""
         if workload.expected_runtime_ms is not None:
             left = workload.expected_runtime_ms - ran_ms
             basis = "declared" if left > 0 else "declared, overrun"
@@ -115,7 +115,9 @@ class RuntimeBook:
             ordered = self._sorted(key, runs)
             longer = ordered[bisect.bisect_right(ordered, ran_ms) :]
             if not longer:
-                return Expected(0, f"{basis}, longer than all", len(ordered))
+                # Longer than every run like it: run times are heavy-tailed, and what has outlived them all is
+                # expected to run about as long again, not to end now (which made estimates optimistic).
+                return Expected(max(ran_ms, 1000), f"{basis}, longer than all: as long again", len(ordered))
             return Expected(longer[(len(longer) - 1) // 2] - ran_ms, f"{basis}, of those longer", len(longer))
         return None
 

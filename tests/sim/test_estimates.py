@@ -17,12 +17,14 @@ CONFIG = """
 flavors: [{name: a100}]
 priorityClasses:
   - {name: production, value: 1000}
-  - {name: research, value: 100, default: true}
+  - {name: research, value: 100, default: true, checkpointTimeout: 2m}
 cohorts: [{name: org}]
 teams:
   - {name: nlp, parent: org, queues: [nlp/default], quotas: [{flavor: a100, resources: {nvidia.com/gpu: {nominal: 4}}}]}
   - {name: vision, parent: org, queues: [vision/default],
      quotas: [{flavor: a100, resources: {nvidia.com/gpu: {nominal: 4, borrowingLimit: 0}}}]}
+  - {name: ml, queues: [ml/default], quotas: [{flavor: a100, resources: {nvidia.com/gpu: {nominal: 4}}}],
+     preemption: {withinTeam: LowerPriority}}
 """
 HOUR = 60 * MIN
 
@@ -116,3 +118,19 @@ def test_a_declared_runtime_is_taken_at_its_word() -> None:
     starts = simulate_starts(live_state(sim.controller, CONFIG, 5 * MIN), load_config_text(CONFIG), RuntimeBook(()))
     assert starts.expected["train"] == (45 * MIN, "declared (kuota.dev/expected-runtime)")
     assert starts.starts["eval"] == 45 * MIN
+
+
+def test_work_being_evicted_frees_its_quota_when_it_is_expected_to_leave() -> None:
+    # sweep (research, never answers a checkpoint request) holds ml's 4 GPUs; release (production) comes at 10 min
+    # and preempts it: the checkpoint deadline is 2 min later. At 11 min sweep is still leaving.
+    sweep = job("sweep", "ml", 4, 0, 600)
+    sweep.hook_delay_ms = None
+    sim = live(sweep, job("release", "ml", 4, 10 * MIN, 30, "production"), until=11 * MIN)
+    assert sim.controller.manager.state["sweep"] == "evicting"
+    book = RuntimeBook(history("ml", 4, 600, 600, 600))
+    state = live_state(sim.controller, CONFIG, 11 * MIN)
+    assert [w.name for w, _ in state.leaving] == ["sweep"] and state.leaving[0][1] == 12 * MIN
+    starts = simulate_starts(state, load_config_text(CONFIG), book)
+    assert starts.starts["release"] == 12 * MIN
+    sim.run()  # what the cluster then does
+    assert sim.stats.admit_times["release"] == 12 * MIN

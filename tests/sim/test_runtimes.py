@@ -54,7 +54,8 @@ def test_what_is_left_of_a_run_is_a_longer_runs_median(runs: list[int], ran: int
         assert left.duration_ms + ran in longer and left.samples == len(longer)
         assert left.basis == "team+queue+size, of those longer"
     else:
-        assert left.duration_ms == 0 and left.basis == "team+queue+size, longer than all"
+        assert left.duration_ms == max(ran, 1000), "what outlived every run like it runs as long again"
+        assert left.basis == "team+queue+size, longer than all: as long again"
 
 
 def test_levels_fall_back_when_too_few_runs() -> None:
