@@ -72,20 +72,20 @@ async def estimate_view(
     starts: SimulatedStarts | None = None
     cached = False
     unavailable = None
+    state = live_state(controller, config_text, now_ms)
     if estimator is None:
         unavailable = "this process offers no wait-time simulation"
     else:
-        state = live_state(controller, config_text, now_ms)
         try:
             starts, cached = await runner.starts(estimator, ledger_url, state)
         except ApiProblem as problem:
             unavailable = problem.detail
-    return to_view(explain(controller, name, starts, unavailable), now_ms, cached)
+    return to_view(explain(controller, state, name, starts, unavailable), now_ms, cached)
 
 
 def to_view(estimate: WaitEstimate, now_ms: int, cached: bool) -> EstimateView:
     sim = estimate.simulation
-    own = sim.expected.get(estimate.workload) if sim is not None else None
+    own = sim.runtimes.get(estimate.workload) if sim is not None else None
     return EstimateView(
         start_at=estimate.start_at,
         start_in_s=None if estimate.start_at is None else max(0, estimate.start_at - now_ms) // 1000,

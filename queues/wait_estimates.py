@@ -59,8 +59,10 @@ class SimulatedStarts:
     """Why it stopped before running out of events (a bound), or None."""
     starts: Mapping[str, int] = field(default_factory=dict)
     """Pending workload → its simulated start (the controller's clock)."""
-    expected: Mapping[str, tuple[int, str]] = field(default_factory=dict)
-    """Workload → (expected run time or, for running work, expected end; what it rests on)."""
+    runtimes: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    """Pending workload → (expected run time, what it rests on)."""
+    ends: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    """Running workload → (expected end on the state's clock, what it rests on)."""
     unknown_runtime: frozenset[str] = frozenset()
     """Workloads with no expected run time (nothing declared, no history): running, they never end in it."""
     history_runs: int = 0
@@ -181,56 +183,59 @@ def root_of(manager: QueueManagerReader, team: str) -> str:
 
 
 def explain(
-    reader: ControllerReader, name: str, starts: SimulatedStarts | None, unavailable: str | None
+    reader: ControllerReader, state: LiveState, name: str, starts: SimulatedStarts | None, unavailable: str | None
 ) -> WaitEstimate:
-    """`name`'s estimate (the caller checked it is a live pending workload). `starts` None: no simulation answer,
-    for the reason `unavailable`."""
+    """`name`'s estimate, its basis read from `state` (what was simulated) so that the two agree however the queue
+    moved since; a workload beyond what `state` took is placed in the live queue. `starts` None: no simulation
+    answer, for the reason `unavailable`."""
     manager = reader.manager
     workload = manager.workloads[name]
-    expected = starts.expected if starts is not None else {}
-    ahead_count = ahead_gpu_ms = ahead_unknown = in_queue = 0
-    for other in manager.queues[workload.team].ordered():
-        if other.queue == workload.queue:
-            in_queue += 1
-        if other.name == name:
-            break
-        ahead_count += 1
-        runtime = expected.get(other.name)
-        if runtime is None:
-            ahead_unknown += 1
-        else:
-            ahead_gpu_ms += gpu_milli(other) * runtime[0]
+    runtimes = starts.runtimes if starts is not None else {}
+    ends_of = starts.ends if starts is not None else {}
     cohort = root_of(manager, workload.team)
-    teams = [t for t in manager.queues if root_of(manager, t) == cohort]
-    heads: list[Head] = []
-    for team in teams:
-        if team == workload.team:
-            continue
-        head = next((w for w in manager.queues[team].ordered() if w.name not in manager.held), None)
-        if head is not None:
-            heads.append(Head(head.name, team, gpu_milli(head)))
-    ends: list[RunningEnd] = []
-    competing = set(teams)
-    for other_name, usage in manager.usage.items():
-        other = manager.workloads[other_name]
-        if other.team not in competing:
-            continue
-        end = expected.get(other_name)
-        gpus = sum(v for (_, r), v in usage.items() if r.endswith("gpu"))
-        ends.append(RunningEnd(other_name, other.team, gpus, end[0] if end else None, end[1] if end else "no basis"))
+    competing = {t for t in manager.queues if root_of(manager, t) == cohort}
+    ahead: list[Workload] = []
+    heads: dict[str, Workload] = {}
+    found = False
+    for other, _ in state.pending:
+        if other.team == workload.team and not found:
+            if other.name == name:
+                found = True
+            else:
+                ahead.append(other)
+        elif other.team != workload.team and other.team in competing:
+            heads.setdefault(other.team, other)
+    if not found:  # not taken into the simulation: its place in the live queue
+        ahead = []
+        for other in manager.queues[workload.team].ordered():
+            if other.name == name:
+                break
+            ahead.append(other)
+    ahead_gpu_ms = sum(gpu_milli(w) * runtimes[w.name][0] for w in ahead if w.name in runtimes)
+    ends = [
+        RunningEnd(
+            w.name,
+            w.team,
+            gpu_milli(w),
+            ends_of[w.name][0] if w.name in ends_of else None,
+            ends_of[w.name][1] if w.name in ends_of else "no basis",
+        )
+        for w in (*state.running, *(w for w, _ in state.leaving))
+        if w.team in competing
+    ]
     known = sorted((e for e in ends if e.ends_at is not None), key=lambda e: (e.ends_at or 0, e.name))
-    own = expected.get(name)
+    own = runtimes.get(name)
     start = starts.starts.get(name) if starts is not None else None
     return WaitEstimate(
         workload=name,
         start_at=start,
         unknown=None if start is not None else _why_unknown(reader, name, starts, unavailable),
-        position_in_team=ahead_count + 1,
-        position_in_queue=in_queue,
-        ahead=Ahead(ahead_count, ahead_gpu_ms, ahead_unknown),
+        position_in_team=len(ahead) + 1,
+        position_in_queue=sum(w.queue == workload.queue for w in ahead) + 1,
+        ahead=Ahead(len(ahead), ahead_gpu_ms, sum(w.name not in runtimes for w in ahead)),
         own_runtime=own[1] if own else None,
         cohort=cohort,
-        cohort_heads=tuple(heads[:SHOWN]),
+        cohort_heads=tuple(Head(w.name, w.team, gpu_milli(w)) for _, w in sorted(heads.items())[:SHOWN]),
         running=len(ends),
         running_unknown_end=len(ends) - len(known),
         next_ends=tuple(known[:SHOWN]),
@@ -246,7 +251,7 @@ def _why_unknown(reader: ControllerReader, name: str, starts: SimulatedStarts | 
         return "deactivated (its pods were not ready in time too often): it starts only after `kuota release`"
     if starts is None:
         return unavailable or "no simulation of the queue is available"
-    if name not in starts.expected and name not in starts.unknown_runtime:
+    if name not in starts.runtimes and name not in starts.unknown_runtime:
         return (
             f"too far back in its queue: the estimate simulates the first {MAX_PENDING} pending workloads, taken "
             "from every team's front in turn"

@@ -76,7 +76,8 @@ def simulate_starts(
     `state.now_ms` (its sampling and figures assume times from 0), so every time is shifted by it and back."""
     started = time.perf_counter()
     now = state.now_ms
-    expected: dict[str, tuple[int, str]] = {}
+    runtimes: dict[str, tuple[int, str]] = {}
+    ends: dict[str, tuple[int, str]] = {}
     unknown: set[str] = set()
     jobs: list[SimJob] = []
     never = horizon_ms + 1  # a run time that ends after the horizon: "never" to the simulation
@@ -85,7 +86,7 @@ def simulate_starts(
         if guess is None:
             unknown.add(workload.name)
         else:
-            expected[workload.name] = (guess.duration_ms, guess.describe())
+            runtimes[workload.name] = (guess.duration_ms, guess.describe())
         shifted = replace(workload, created_at=workload.created_at - now)
         jobs.append(SimJob(shifted, max(0, eligible_at - now), guess.duration_ms if guess else never, None, 10_000))
     first = _FirstAdmissions()
@@ -101,7 +102,7 @@ def simulate_starts(
             left = never
         else:
             left = remaining.duration_ms
-            expected[workload.name] = (now + left, remaining.describe())
+            ends[workload.name] = (now + left, remaining.describe())
         job = _seat(simulation, workload, now, ran, left)
         if left <= horizon_ms:
             simulation.push(left, Kind.FINISH, workload.name, job.generation)
@@ -137,7 +138,8 @@ def simulate_starts(
         events=instants,
         stopped=stopped,
         starts=starts,
-        expected=expected,
+        runtimes=runtimes,
+        ends=ends,
         unknown_runtime=frozenset(unknown),
         history_runs=book.count,
         wall_ms=int((time.perf_counter() - started) * 1000),

@@ -59,9 +59,9 @@ def test_the_next_start_is_when_the_running_work_is_expected_to_end() -> None:
     state = live_state(controller, CONFIG, 30 * MIN)
     starts = simulate_starts(state, load_config_text(CONFIG), book)
     # train has run 30 min: the median of the runs longer than that (60, 90, 120) is 90 → ends at 90 min.
-    assert starts.expected["train"] == (90 * MIN, "median of 3 finished (team+queue+size, of those longer)")
+    assert starts.ends["train"] == (90 * MIN, "median of 3 finished (team+queue+size, of those longer)")
     assert starts.starts["eval"] == 90 * MIN
-    estimate = explain(controller, "eval", starts, None)
+    estimate = explain(controller, state, "eval", starts, None)
     assert estimate.start_at == 90 * MIN and estimate.unknown is None
     assert (estimate.position_in_team, estimate.position_in_queue) == (1, 1)
     assert estimate.own_runtime == "median of 3 finished (team+queue+size)"
@@ -83,13 +83,14 @@ def test_work_ahead_in_the_queue_is_counted_and_simulated() -> None:
     book = RuntimeBook(
         history("nlp", 4, 60, 60, 60) + history("nlp", 1, 20, 20, 20) + history("vision", 4, 600, 600, 600)
     )
-    starts = simulate_starts(live_state(sim.controller, CONFIG, 10 * MIN), load_config_text(CONFIG), book)
+    state = live_state(sim.controller, CONFIG, 10 * MIN)
+    starts = simulate_starts(state, load_config_text(CONFIG), book)
     # train ends at 60 min: a starts; b (4 GPUs) cannot fit beside it and, with no victim to take, holds the quota
     # it waits for, so c waits too; a ends 20 min later, b starts and runs 60 min, then c.
     assert starts.starts["a"] == 60 * MIN
     assert starts.starts["b"] == 80 * MIN
     assert starts.starts["c"] == 140 * MIN
-    estimate = explain(sim.controller, "b", starts, None)
+    estimate = explain(sim.controller, state, "b", starts, None)
     assert (
         estimate.ahead.workloads == 1
         and estimate.ahead.gpu_ms == 1000 * 20 * MIN
@@ -103,8 +104,9 @@ def test_no_history_says_unknown_and_why() -> None:
     sim = live(
         job("train", "nlp", 4, 0, 600), job("hog", "vision", 4, 0, 600), job("eval", "nlp", 4, MIN, 30), until=5 * MIN
     )
-    starts = simulate_starts(live_state(sim.controller, CONFIG, 5 * MIN), load_config_text(CONFIG), RuntimeBook(()))
-    estimate = explain(sim.controller, "eval", starts, None)
+    state = live_state(sim.controller, CONFIG, 5 * MIN)
+    starts = simulate_starts(state, load_config_text(CONFIG), RuntimeBook(()))
+    estimate = explain(sim.controller, state, "eval", starts, None)
     assert estimate.start_at is None
     assert estimate.unknown is not None
     assert "3 workload(s) have no expected run time" in estimate.unknown
@@ -116,7 +118,7 @@ def test_a_declared_runtime_is_taken_at_its_word() -> None:
     train = replace(train, workload=replace(train.workload, expected_runtime_ms=45 * MIN))
     sim = live(train, job("hog", "vision", 4, 0, 600), job("eval", "nlp", 4, MIN, 30), until=5 * MIN)
     starts = simulate_starts(live_state(sim.controller, CONFIG, 5 * MIN), load_config_text(CONFIG), RuntimeBook(()))
-    assert starts.expected["train"] == (45 * MIN, "declared (kuota.dev/expected-runtime)")
+    assert starts.ends["train"] == (45 * MIN, "declared (kuota.dev/expected-runtime)")
     assert starts.starts["eval"] == 45 * MIN
 
 
