@@ -215,8 +215,8 @@ def main() -> None:
     print()
     print(f"median (range) over {len(runs)} runs; wall {_mr(walls, '{:.0f}')} s; load averages {'; '.join(loads)}")
     print(
-        f"{'size':<6}{'sampled':>9}{'unknown':>9}{'median err':>20}{'p90 err':>20}{'base median':>20}"
-        f"{'base p90':>20}{'ratio':>16}"
+        f"{'size':<6}{'sampled':>14}{'unknown':>10}{'median err':>20}{'p90 err':>20}{'base median':>20}"
+        f"{'base p90':>20}{'ratio':>18}"
     )
     for size in [*CLASSES, "all"]:
         rows = [r[size] for r in runs if size in r and "median_s" in r[size]]
@@ -224,9 +224,10 @@ def main() -> None:
             continue
         cells = [_mr([r[k] for r in rows], "{:.0f}") for k in ("median_s", "p90_s", "base_median_s", "base_p90_s")]
         print(
-            f"{size:<6}{_mr([r['sampled'] for r in rows], '{:.0f}'):>9}{_mr([r['unknown'] for r in rows], '{:.0f}'):>9}"
+            f"{size:<6}{_mr([r['sampled'] for r in rows], '{:.0f}'):>14}"
+            + f"{_mr([r['unknown'] for r in rows], '{:.0f}'):>10}"
             + "".join(f"{c:>20}" for c in cells)
-            + f"{_mr([r['ratio'] for r in rows], '{:.2f}'):>16}"
+            + f"{_mr([r['ratio'] for r in rows], '{:.2f}'):>18}"
         )
 
 
