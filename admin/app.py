@@ -17,6 +17,7 @@ from admin import (
 )
 from admin.api import PRINCIPAL_KEY, RUNTIME_KEY, Route
 from admin.auth import TokenStore, TooManyAttempts
+from admin.estimates import ESTIMATES_KEY, EstimateRunner
 from admin.metrics import REGISTRY, RuntimeCollector
 from admin.openapi import openapi_document
 from admin.parsing import PARSER_KEY, WHATIF_KEY, ProposalParser, WhatIfRunner
@@ -49,10 +50,12 @@ def build_app(
     app[TOKENS_KEY] = tokens
     parser = app[PARSER_KEY] = ProposalParser()
     runner = app[WHATIF_KEY] = WhatIfRunner()
+    estimates = app[ESTIMATES_KEY] = EstimateRunner()
 
     async def close_parser(_: web.Application) -> None:
         parser.close()
         runner.close()
+        estimates.close()
 
     app.on_cleanup.append(close_parser)
     app[REGISTRY_KEY] = registry

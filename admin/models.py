@@ -207,11 +207,57 @@ class PreemptionView(ApiModel):
     node: str | None = Field(default=None, description="the node whose failure evicted it (reason NodeFailure)")
 
 
+class EstimateHead(ApiModel):
+    workload: str
+    team: str
+    gpus: Quantity
+
+
+class EstimateEnd(ApiModel):
+    workload: str
+    team: str
+    gpus: Quantity
+    ends_at: int | None = Field(description="expected end, controller clock (ms)")
+    basis: str
+
+
+class EstimateSimulation(ApiModel):
+    simulated_to: int = Field(description="how far the simulation went (controller clock, ms)")
+    horizon: int = Field(description="how far it could have gone")
+    events: int = Field(description="simulated instants")
+    stopped: str | None = Field(description="a bound that stopped it early")
+    history_runs: int = Field(description="finished runs in the ledger it took run times from")
+    wall_ms: int
+    cached: bool = Field(description="answered from the simulation of the same state")
+
+
+class EstimateView(ApiModel):
+    start_at: int | None = Field(description="estimated start, controller clock (ms); null: unknown")
+    start_in_s: int | None = Field(description="seconds from now to the estimated start")
+    unknown: str | None = Field(description="why there is no estimate")
+    position_in_team: int | None
+    position_in_queue: int | None
+    ahead: int = Field(description="pending workloads ahead of it in its team's queue")
+    ahead_gpu_hours: str = Field(description="their GPUs × expected run time, over those with one")
+    ahead_without_runtime: int
+    runtime: str | None = Field(description="its own expected run time and what it rests on")
+    runtime_s: int | None
+    cohort: str
+    cohort_heads: list[EstimateHead] = Field(description="the heads of the other teams of its cohort (first 3)")
+    running: int = Field(description="running workloads in its cohort")
+    running_without_end: int
+    next_ends: list[EstimateEnd] = Field(description="the running work expected to end first (first 3)")
+    simulation: EstimateSimulation | None
+
+
 class WorkloadDetailView(ApiModel):
     workload: WorkloadView | None = Field(description="null when the controller forgot it (finished)")
     admissions: list[AdmissionView]
     preemptions: list[PreemptionView]
     history: list[HistoryEvent]
+    estimate: EstimateView | None = Field(
+        default=None, description="when it is expected to start (pending workloads, with ?estimate=true)"
+    )
 
 
 class PreemptionList(ApiModel):
@@ -423,6 +469,10 @@ class WorkloadQuery(PageQuery):
     state: WorkloadState | None = None
     namespace: str | None = Field(default=None, max_length=253)
     kind: str | None = Field(default=None, max_length=63, description="only workloads of this job kind")
+
+
+class DetailQuery(QueryModel):
+    estimate: bool = Field(default=False, description="add the wait-time estimate of a pending workload")
 
 
 class QueueQuery(QueryModel):

@@ -14,6 +14,7 @@ from typing import Protocol
 from accounting.ledger import Ledger
 from admin.parsing import WhatIf
 from queues.read_model import ControllerReader, LoopReader
+from queues.wait_estimates import Estimator
 from quota.config import QuotaConfig
 
 
@@ -56,6 +57,11 @@ class RuntimePort(Protocol):
     @property
     def whatif(self) -> WhatIf | None:
         """The what-if replay the config diff runs in a worker process (None: not offered)."""
+        ...
+
+    @property
+    def estimator(self) -> Estimator | None:
+        """The wait-time simulation the workload view runs in a worker process (None: not offered)."""
         ...
 
 

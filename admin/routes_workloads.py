@@ -14,10 +14,13 @@ from accounting.events import AuditEntry, JsonValue
 from accounting.records import PreemptionRecord
 from admin.api import Context, Endpoint, Router, engine_of, runtime_of
 from admin.auth import Access
+from admin.estimates import ESTIMATES_KEY, estimate_view
 from admin.models import (
     ActionRequest,
     ActionResult,
     AdmissionView,
+    DetailQuery,
+    EstimateView,
     HistoryEvent,
     PreemptionList,
     PreemptionQuery,
@@ -66,12 +69,16 @@ def _on_both_paths(method: str, suffix: str, **options: Any) -> Callable[[Endpoi
     "",
     summary="A workload with its full event history",
     response=WorkloadDetailView,
+    query=DetailQuery,
     tag="workloads",
     statuses=(503,),
 )
 async def detail(ctx: Context) -> WorkloadDetailView:
     name = workload_id(ctx)
     live = live_view(ctx, name)
+    estimate = (
+        await _estimate(ctx, name) if live is not None and live.state == "pending" and ctx.query.estimate else None
+    )
     recorded = None
     if runtime_of(ctx).ledger is not None:
         recorded = await repository.workload_detail(engine_of(ctx), name)
@@ -81,9 +88,10 @@ async def detail(ctx: Context) -> WorkloadDetailView:
     if live is None and recorded is None:
         raise ApiProblem(404, f"no workload {name!r} (neither running, pending nor in the ledger)")
     if recorded is None:
-        return WorkloadDetailView(workload=live, admissions=[], preemptions=[], history=[])
+        return WorkloadDetailView(workload=live, admissions=[], preemptions=[], history=[], estimate=estimate)
     return WorkloadDetailView(
         workload=live,
+        estimate=estimate,
         admissions=[
             AdmissionView(
                 attempt=a.attempt,
@@ -100,6 +108,23 @@ async def detail(ctx: Context) -> WorkloadDetailView:
         ],
         preemptions=[preemption_view(p) for p in recorded.preemptions],
         history=[HistoryEvent(kind=e.kind, at=e.at, data=e.data) for e in recorded.history],
+    )
+
+
+async def _estimate(ctx: Context, name: str) -> EstimateView | None:
+    runtime = runtime_of(ctx)
+    controller = runtime.controller
+    if controller is None:
+        return None
+    ledger = runtime.ledger
+    return await estimate_view(
+        ctx.app[ESTIMATES_KEY],
+        runtime.estimator,
+        controller,
+        name,
+        config_text=runtime.config_text,
+        now_ms=runtime.now(),
+        ledger_url=ledger.url if ledger is not None else None,
     )
 
 

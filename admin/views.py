@@ -92,6 +92,18 @@ def kind_and_namespace(name: str, team: str) -> tuple[str, str]:
     return kind, namespace
 
 
+def position_of(manager: QueueManagerReader, name: str) -> tuple[int, int] | None:
+    """One pending workload's (position in its team, in its queue): its team's queue read up to it, not every
+    queue (`positions()` is for pages of many)."""
+    workload = manager.workloads[name]
+    in_queue = 0
+    for in_team, other in enumerate(manager.queues[workload.team].ordered(), start=1):
+        in_queue += other.queue == workload.queue
+        if other.name == name:
+            return in_team, in_queue
+    return None
+
+
 def workload_view(
     controller: ControllerReader, name: str, positions: dict[str, tuple[int, int]] | None = None
 ) -> WorkloadView:
@@ -116,7 +128,7 @@ def workload_view(
         elif status == "awaiting-victims":
             victims = ", ".join(sorted(manager.awaiting.get(name, ())))
             reason = f"waiting for its victims to leave: {victims}"
-        found = (positions if positions is not None else manager.positions()).get(name)
+        found = positions.get(name) if positions is not None else position_of(manager, name)
         if found is not None:
             position = found
     pod_sets = []

@@ -23,6 +23,7 @@ TOPOLOGY_REQUIRED: Final = "kuota.dev/topology-required"
 TOPOLOGY_PREFERRED: Final = "kuota.dev/topology-preferred"
 KUEUE_TOPOLOGY_REQUIRED: Final = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_TOPOLOGY_PREFERRED: Final = "kueue.x-k8s.io/podset-preferred-topology"
+EXPECTED_RUNTIME: Final = "kuota.dev/expected-runtime"
 
 # The checkpoint handshake: kuota asks, the job answers.
 CHECKPOINT_REQUESTED_AT: Final = "kuota.dev/checkpoint-requested-at"

@@ -38,6 +38,8 @@ class Workload:
     evicting: bool = False
     """Already asked to leave (checkpointing or suspending); such workloads are the first victims."""
     labels: Mapping[str, str] = field(default_factory=dict)
+    expected_runtime_ms: int | None = None
+    """What the job says it will run (`kuota.dev/expected-runtime`); only wait-time estimates read it."""
 
     @property
     def admitted(self) -> bool:

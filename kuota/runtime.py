@@ -16,6 +16,7 @@ from accounting.ledger import Ledger
 from admin.parsing import WhatIf
 from queues.controller import Controller
 from queues.loop import ControllerLoop, wall_clock_ms
+from queues.wait_estimates import Estimator
 from quota.config import QuotaConfig
 from quota.loader import load_config_file, load_config_text
 
@@ -74,6 +75,13 @@ class Runtime:
         from sim.whatif import whatif_json
 
         return whatif_json
+
+    @property
+    def estimator(self) -> Estimator | None:
+        """Wait-time simulations for the admin API's workload view (sim.estimates), run in its worker process."""
+        from sim.estimates import estimate_json
+
+        return estimate_json
 
     def apply_config(self, text: str, source: str, config: QuotaConfig | None = None) -> QuotaConfig:
         """Validate and apply a new quota file (ConfigError or ReloadRejected leave the old one in force); `config`

@@ -70,9 +70,22 @@ class QueueManagerReader(Protocol):
         """The quota tree with the usage of running work (read it, never change it)."""
         ...
 
+    @property
+    def cycles(self) -> int: ...
+
     def positions(self) -> dict[str, tuple[int, int]]: ...
 
     def inadmissible(self, name: str, /) -> bool: ...
+
+
+class EvictionReader(Protocol):
+    """A workload being asked to leave (queues.controller.Eviction)."""
+
+    @property
+    def deadline(self) -> int: ...
+
+    @property
+    def acked_at(self) -> int | None: ...
 
 
 class TrackingReader(Protocol):
@@ -83,6 +96,9 @@ class TrackingReader(Protocol):
 
     @property
     def eligible_at(self) -> int: ...
+
+    @property
+    def eviction(self) -> EvictionReader | None: ...
 
 
 class CreditsReader(Protocol):

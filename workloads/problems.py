@@ -22,6 +22,7 @@ class JobProblemKind(StrEnum):
     UNKNOWN_PRIORITY_CLASS = "UnknownPriorityClass"
     BAD_MIN_PARALLELISM = "BadMinParallelism"
     BAD_CHECKPOINT_URL = "BadCheckpointURL"
+    BAD_EXPECTED_RUNTIME = "BadExpectedRuntime"
     BAD_QUANTITY = "BadQuantity"
     UNKNOWN_REFERENCE = "UnknownReference"
     """An object it reads its pod sets from (a TrainJob's runtime) does not exist, or not yet."""

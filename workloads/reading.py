@@ -35,6 +35,7 @@ from workloads.rules import (
     RequestedNames,
     annotations_checkpoint_problem,
     config_index,
+    expected_runtime,
     min_count,
     names_in_labels,
     priority_class_for,
@@ -242,6 +243,7 @@ def _read_parts(
     url_problem = annotations_checkpoint_problem(annotations)
     if url_problem is not None:
         problems.append(url_problem)
+    expected_runtime(annotations, problems)
     problems.extend(kind.metadata_problems(labels, annotations))
     pod_sets = _pod_sets(kind, templates, annotations, problems, index, obj)
     if problems or team is None or unresolved:
@@ -371,6 +373,7 @@ def _workload(reading: Reading, key: str, created_at: int) -> Workload:
         priority_class=priority_class.name if priority_class is not None else None,
         preemptible=priority_class.preemptible if priority_class is not None else True,
         labels=dict(reading.labels),
+        expected_runtime_ms=expected_runtime(reading.annotations),
     )
 
 

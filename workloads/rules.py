@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from admission.labels import (
     CHECKPOINT_URL,
+    EXPECTED_RUNTIME,
     KUEUE_MIN_PARALLELISM,
     KUEUE_PRIORITY_LABEL,
     KUEUE_QUEUE_LABEL,
@@ -24,6 +25,7 @@ from admission.labels import (
     QUEUE_LABEL,
 )
 from quota.config import Namespace, PriorityClass, QuotaConfig
+from quota.duration import DurationError, parse_duration_ms
 from workloads.problems import JobProblem, JobProblemKind, short
 from workloads.quantities import CACHED_TEXT_MAX, mapping
 
@@ -233,6 +235,30 @@ def min_count(
         )
     )
     return None
+
+
+def expected_runtime(annotations: Mapping[str, Any], problems: list[JobProblem] | None = None) -> int | None:
+    """What the job says it will run, in milliseconds (`kuota.dev/expected-runtime: 6h`), bounded as every duration
+    kuota reads; a value that is not a duration is a problem (when `problems` collects them) and reads as none."""
+    raw = annotations.get(EXPECTED_RUNTIME)
+    if raw is None:
+        return None
+    try:
+        if not isinstance(raw, str):
+            raise DurationError(f"{short(raw)} is not a duration")
+        value = parse_duration_ms(raw)
+    except DurationError as exc:
+        if problems is not None:
+            problems.append(
+                JobProblem(
+                    JobProblemKind.BAD_EXPECTED_RUNTIME,
+                    f"metadata.annotations[{EXPECTED_RUNTIME}]",
+                    f"annotation {EXPECTED_RUNTIME}: {exc}; set it to how long the job runs (examples: 90m, 6h, "
+                    "1h30m) or remove it",
+                )
+            )
+        return None
+    return value
 
 
 def _is_http_url(text: str) -> bool:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated
+from datetime import UTC, datetime
+from typing import Annotated, Any
 
 import typer
 
@@ -22,7 +23,9 @@ from kuota.commands._client import (
 
 def register(app: typer.Typer) -> None:
     app.command("workloads", help="List workloads (filters: --team, --queue, --state, --namespace).")(workloads)
-    app.command("why", help="Why a workload waits: its state, position and the scheduler's reason.")(why)
+    app.command("why", help="Why a workload waits: its state, position, the scheduler's reason and when it may start.")(
+        why
+    )
     for action in ("hold", "release", "preempt"):
         app.command(action, help=f"{action.capitalize()} a workload (audited with your token's name).")(
             _action_command(action)
@@ -79,7 +82,7 @@ def why(
     output: OutputOption = "table",
 ) -> None:
     check_output(output)
-    data = call(server, token, "GET", workload_path(workload), insecure=insecure)
+    data = call(server, token, "GET", workload_path(workload), {"estimate": "true"}, insecure=insecure)
     if output == "json":
         output_json(data)
         return
@@ -92,10 +95,69 @@ def why(
             f"{live['team']}, {live['position_in_queue']} in queue {live['queue']}."
         )
         typer.echo(f"reason: {live['reason'] or 'not looked at yet'}")
+        if data.get("estimate") is not None:
+            for line in estimate_lines(data["estimate"]):
+                typer.echo(line)
     else:
         typer.echo(f"{workload} is {live['state']} (team {live['team']}).")
     for event in data["history"][-10:]:
         typer.echo(f"  {event['at']}  {event['kind']}")
+
+
+def estimate_lines(estimate: dict[str, Any]) -> list[str]:
+    """The estimate and its basis, one fact a line."""
+    start = estimate["start_at"]
+    if start is None:
+        lines = [f"estimated start: unknown ({estimate['unknown']})"]
+    else:
+        lines = [f"estimated start: {_when(start)} (in {_span(estimate['start_in_s'])})"]
+    runtime = estimate["runtime"] or "no basis"
+    runtime_s = estimate["runtime_s"]
+    lines.append(
+        f"  ahead in its team: {estimate['ahead']} workload(s), {estimate['ahead_gpu_hours']} GPU-hours expected"
+        + (
+            f" ({estimate['ahead_without_runtime']} with no expected run time)"
+            if estimate["ahead_without_runtime"]
+            else ""
+        )
+    )
+    lines.append(f"  its run time: {_span(runtime_s) + ', ' if runtime_s is not None else ''}{runtime}")
+    heads = ", ".join(f"{h['workload']} ({h['team']}, {h['gpus']['value']} GPU)" for h in estimate["cohort_heads"])
+    lines.append(f"  cohort {estimate['cohort']}: other teams' heads: {heads or 'none'}")
+    lines.append(
+        f"  running in the cohort: {estimate['running']} ({estimate['running_without_end']} with no expected end)"
+        + ("; first to end:" if any(e["ends_at"] for e in estimate["next_ends"]) else "")
+    )
+    lines.extend(
+        f"    {e['workload']} ({e['gpus']['value']} GPU) at {_when(e['ends_at'])}: {e['basis']}"
+        for e in estimate["next_ends"]
+        if e["ends_at"]
+    )
+    sim = estimate["simulation"]
+    if sim is not None:
+        stopped = f", stopped by {sim['stopped']}" if sim["stopped"] else ""
+        lines.append(
+            f"  simulated with the engine to {_when(sim['simulated_to'])}: {sim['events']} instants{stopped}, "
+            f"run times from {sim['history_runs']} finished runs, {sim['wall_ms']} ms"
+            + (" (same state, reused)" if sim["cached"] else "")
+        )
+    return lines
+
+
+def _when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _span(seconds: int) -> str:
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{hours // 24} d {hours % 24} h"
 
 
 def _action_command(action: str) -> Callable[..., None]:

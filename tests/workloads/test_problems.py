@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from admission.labels import KUEUE_MIN_PARALLELISM, MIN_PARALLELISM
+from admission.labels import EXPECTED_RUNTIME, KUEUE_MIN_PARALLELISM, MIN_PARALLELISM
 from workloads.kind import JobKind
 from workloads.problems import JobProblemKind
 from workloads.reading import convert, read, structure_problems
@@ -341,3 +341,46 @@ def test_ray_worker_groups_need_names_of_their_own() -> None:
     assert clash.field == "spec.rayClusterSpec.workerGroupSpecs[0].groupName" and "submitter" in clash.message
     del job["spec"]["submitterPodTemplate"]  # without a submitter pod set the name is free
     assert structure_problems(rayjob, job) == []
+
+
+# -- the expected run time a job declares (for wait-time estimates) ------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", WITH_EXAMPLES)
+@pytest.mark.parametrize(("value", "expected"), [("6h", 6 * 3_600_000), ("1h30m", 5_400_000), ("90s", 90_000)])
+def test_expected_runtime_is_read_into_the_workload(kind: str, value: str, expected: int) -> None:
+    found, obj = example(kind)
+    obj["metadata"].setdefault("annotations", {})[EXPECTED_RUNTIME] = value
+    conversion = convert(found, obj, CONFIG)
+    if conversion.workload is None:  # a kind whose example reads its pod sets from another object
+        assert not conversion.problems
+        return
+    assert conversion.workload.expected_runtime_ms == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("soon", "'soon' is not a duration"),
+        ("1000000h", "longer than 100 years"),
+        ("-5m", "is not a duration"),
+        ("9" * 80, "characters long, not a duration"),
+    ],
+)
+def test_a_bad_expected_runtime_is_a_problem(value: Any, says: str) -> None:
+    found, obj = example("Job")
+    obj["metadata"]["annotations"] = {EXPECTED_RUNTIME: value}
+    conversion = convert(found, obj, CONFIG)
+    assert conversion.workload is None
+    (problem,) = conversion.problems
+    assert (problem.kind, problem.field) == (
+        JobProblemKind.BAD_EXPECTED_RUNTIME,
+        f"metadata.annotations[{EXPECTED_RUNTIME}]",
+    )
+    assert says in problem.message and problem.message.endswith("or remove it")
+
+
+def test_no_expected_runtime_declared_is_none() -> None:
+    found, obj = example("Job")
+    workload = convert(found, obj, CONFIG).workload
+    assert workload is not None and workload.expected_runtime_ms is None
