@@ -304,6 +304,13 @@ async def test_a_pod_group_is_let_go_pod_by_pod_onto_the_nodes_kuota_counted(pod
     component = await rig.controller()
     cluster = await kube_cluster(component)
     await tenant_pod(rig, "gpu-node-004")  # rack-001 keeps 3 free nodes; rack-000 has 4
+
+    def tenant_counted() -> bool:
+        inventory = cluster.node_inventory()
+        return inventory is not None and inventory.free("gpu-node-004").get(GPU) == 0
+
+    # The pod runs before kuota's watch may have delivered it on a loaded machine: the rack choice below needs it.
+    await eventually(tenant_counted, timeout_s=30, what="kuota's inventory counting the tenant's pod")
     core = client.CoreV1Api(rig.user)
     # Half-node pods: the scheduler alone could spread them over four nodes of the rack; kuota counted two nodes.
     for index in range(4):
