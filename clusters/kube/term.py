@@ -24,6 +24,7 @@ from clusters.kube.api import KubeApi
 from clusters.kube.cluster import PODS, KubeCluster, epoch_ms, is_admitted_running, object_key
 from clusters.kube.events import EventJournal, EventRecorder
 from queues.controller import BACKOFF_BASE_MS, Controller, Tracking
+from queues.heap import freeze_what_is_alive
 from queues.journal import Journal, Journals, LogJournal
 from queues.ledger_journal import LedgerJournal
 from queues.loop import ControllerLoop, LoopTimers, wall_clock_ms
@@ -150,6 +151,7 @@ class LeaderTerm:
             running=len(running),
             queued=len(cluster.submitted) - len(running),
         )
+        freeze_what_is_alive()  # the listed objects and the state built from them: most live as long as the term
         loop.start()
         cluster.start_watching()
 
