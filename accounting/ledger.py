@@ -62,6 +62,7 @@ class Ledger:
         batch_size: int = 1_000,
         retry_initial: float = 0.05,
         retry_max: float = 5.0,
+        linger_s: float = 0.05,
     ) -> None:
         if max_backlog < 1 or batch_size < 1:
             raise ValueError("max_backlog and batch_size must be positive")
@@ -75,6 +76,8 @@ class Ledger:
         self._batch_size = batch_size
         self._retry_initial = retry_initial
         self._retry_max = retry_max
+        self._linger_s = linger_s
+        """How long the writer lets a burst gather after its first event, so one transaction carries it."""
         self._outbox: deque[LedgerEvent] = deque()
         self._wake = asyncio.Event()
         self._drained = asyncio.Event()
@@ -221,6 +224,12 @@ class Ledger:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            if self._linger_s > 0 and len(self._outbox) < self._batch_size and not self._closing:
+                # A controller records a few events per decision, a few milliseconds apart: written as they came,
+                # each batch was a handful of events and its transaction cost more than its rows (0.22 ms per
+                # event under bench/e2e.py's load, 0.1 ms in bench/ledger.py's large batches). A short wait lets
+                # a burst gather into one transaction; a full batch goes at once.
+                await asyncio.sleep(self._linger_s)
             batch = list(islice(self._outbox, self._batch_size))
             try:
                 consumed = await self._write_isolating_bad_events(batch)
