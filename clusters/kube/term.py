@@ -50,7 +50,7 @@ class LeaderTerm:
         events: bool = True,
         instance: str | None = None,
         clock: Callable[[], int] = wall_clock_ms,
-        coalesce_s: float = 0.02,
+        coalesce_s: float | None = None,
         extra_journals: Sequence[Journal] = (),
         backoff_base_ms: int = BACKOFF_BASE_MS,
         kinds: Registry | None = None,
