@@ -187,7 +187,7 @@ class CountingLedger(Ledger):
         self.batches.append(len(batch))
 
 
-@pytest.mark.parametrize("linger_s", [0.5, 0.0])
+@pytest.mark.parametrize("linger_s", [5.0, 0.0])
 async def test_a_burst_recorded_over_a_few_milliseconds_is_one_transaction(ledger_url: str, linger_s: float) -> None:
     events = stream(10)
     ledger = CountingLedger(ledger_url, linger_s=linger_s)
@@ -206,3 +206,20 @@ async def test_a_burst_recorded_over_a_few_milliseconds_is_one_transaction(ledge
     else:  # without lingering the writer starts on the first event: more, smaller transactions
         assert len(ledger.batches) > 1
     await assert_rows(ledger_url, events)
+
+
+async def test_a_flush_does_not_wait_for_the_linger(ledger_url: str) -> None:
+    events = stream(2)
+    ledger = CountingLedger(ledger_url, linger_s=30.0)
+    await ledger.start()
+    try:
+        for event in events:
+            ledger.record(event)
+        async with asyncio.timeout(10):  # far less than the linger: a waiting flush ends it
+            await ledger.flush()
+        assert ledger.batches == [len(events)]
+        ledger.record(events[0])  # lingering again once drained; close() does not wait for it either
+    finally:
+        async with asyncio.timeout(10):
+            await ledger.close()
+    assert ledger.batches == [len(events), 1]
