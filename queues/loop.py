@@ -1,7 +1,8 @@
 """The scheduling loop in real time: event-driven, coalescing bursts, never busy-waiting.
 
 Whatever changes the controller's world (a Job added or finished by the watch, a checkpoint answer, an operator
-action) calls `wake()`; the loop waits a short coalescing window so a burst of changes costs one cycle, then
+action) calls `wake()`; the loop lets changes gather for a window that follows the load (none after a quiet spell,
+longer while cycles are expensive: queues/batching.py) so a burst of changes costs one cycle, then
 ticks the controller (deadlines, backoffs) and runs cycles while they make progress. Timers the controller asks
 for (`call_at`) wake it too. While the ledger cannot take more events, admissions pause instead of losing them.
 """
@@ -15,6 +16,7 @@ from collections.abc import Callable
 
 import structlog
 
+from queues.batching import BatchWindow
 from queues.controller import Controller
 from queues.tasks import BackgroundTasks
 
@@ -56,7 +58,7 @@ class ControllerLoop:
         timers: LoopTimers,
         *,
         clock: Callable[[], int] = wall_clock_ms,
-        coalesce_s: float = 0.02,
+        coalesce_s: float | None = None,
         backpressure: Callable[[], bool] | None = None,
         on_give_up: Callable[[str], None] | None = None,
     ) -> None:
@@ -64,7 +66,11 @@ class ControllerLoop:
         self.timers = timers
         timers.loop = self
         self.clock = clock
-        self.coalesce_s = coalesce_s
+        self.window = BatchWindow() if coalesce_s is None else None
+        """How long changes gather before a step (queues/batching.py); a fixed `coalesce_s` instead when given."""
+        self.coalesce_s = coalesce_s or 0.0
+        self.last_wait_s = 0.0
+        """The window before the latest step."""
         self.backpressure = backpressure
         self._wake = asyncio.Event()
         self._stopped = False
@@ -101,8 +107,13 @@ class ControllerLoop:
             await self._sleep_until_needed()
             if self._stopped:
                 return
-            await asyncio.sleep(self.coalesce_s)  # let the rest of a burst arrive
+            wait_s = self.window.wait_s(time.monotonic()) if self.window is not None else self.coalesce_s
+            self.last_wait_s = wait_s
+            await asyncio.sleep(wait_s)  # let the rest of a burst arrive (a yield at least)
+            started = time.monotonic()
             self.step()
+            if self.window is not None:
+                self.window.stepped(started, time.monotonic())
 
     def step(self) -> int:
         """Tick and schedule once; returns how many cycles ran. An exception here (a bug, or a value nothing

@@ -18,6 +18,10 @@ SortKey = tuple[int, int, str]
 #: The creation time a workload pushed to the front of its queue sorts with: before any real one.
 FRONT = -(2**63)
 
+#: Up to this many look-alikes parked at once, each key is deleted from the sorted keys by bisection; more, and the
+#: keys are filtered in one pass.
+FEW_TWINS = 16
+
 
 def queue_key(workload: Workload, front: bool = False) -> SortKey:
     """Admission order; `front`: first among its priority (a workload that lost its node through no fault of its
@@ -54,6 +58,8 @@ class TeamQueue:
         # Read once per workload: a busy controller parks and unparks thousands of look-alikes every second.
         self._key: dict[str, SortKey] = {}
         self._signature: dict[str, Signature] = {}
+        self._twins: dict[Signature, set[str]] = {}
+        """The active workloads by signature: parking a head's look-alikes reads its set, not the whole queue."""
         self._unpark_due = False
         """Capacity changed since the last look: everything parked is active again when the queue is next read.
         Every finished Job in a cohort unparks its teams, many times between two cycles; one merge is enough."""
@@ -76,13 +82,25 @@ class TeamQueue:
         self.remove(workload.name)
         key = self._key[workload.name] = queue_key(workload, front)
         self._active[workload.name] = workload
+        self._index(workload)
         bisect.insort(self._keys, key)
+
+    def _index(self, workload: Workload) -> None:
+        self._twins.setdefault(self._signature_of(workload), set()).add(workload.name)
+
+    def _unindex(self, name: str) -> None:
+        signature = self._signature[name]
+        twins = self._twins[signature]
+        twins.discard(name)
+        if not twins:
+            del self._twins[signature]
 
     def remove(self, name: str) -> Workload | None:
         workload = self._active.pop(name, None)
         if workload is not None:
             index = bisect.bisect_left(self._keys, self._key[name])
             del self._keys[index]
+            self._unindex(name)
         else:
             workload = self._parked.pop(name, None)
         if workload is not None:
@@ -116,6 +134,7 @@ class TeamQueue:
         workload = self._active.pop(name, None)
         if workload is not None:
             del self._keys[bisect.bisect_left(self._keys, self._key[name])]
+            self._unindex(name)
             self._parked[name] = workload
 
     def park_equivalent(self, head: Workload) -> int:
@@ -129,13 +148,17 @@ class TeamQueue:
             return 0
         self._settle()
         signature = self._signature_of(head) if head.name in self else equivalence(head)
-        twins = [w for w in self._active.values() if w.name != head.name and self._signature_of(w) == signature]
-        for twin in twins:
-            del self._active[twin.name]
-            self._parked[twin.name] = twin
-        if twins:
-            gone = {t.name for t in twins}
-            self._keys = [k for k in self._keys if k[2] not in gone]
+        twins = self._twins.pop(signature, set())
+        if head.name in twins:
+            twins.discard(head.name)
+            self._twins[signature] = {head.name}  # the head itself stays where it is
+        for name in twins:
+            self._parked[name] = self._active.pop(name)
+        if len(twins) <= FEW_TWINS:
+            for name in twins:
+                del self._keys[bisect.bisect_left(self._keys, self._key[name])]
+        else:  # one pass over the keys beats many deletions from the middle of a long list
+            self._keys = [k for k in self._keys if k[2] not in twins]
         return len(twins)
 
     def unpark_all(self) -> int:
@@ -151,6 +174,7 @@ class TeamQueue:
         self._parked.clear()
         for workload in parked:
             self._active[workload.name] = workload
+            self._index(workload)
         # One sort beats thousands of insertions into a long list (and merging two sorted runs is linear).
         self._keys = sorted(self._keys + [self._key[w.name] for w in parked])
 

@@ -25,6 +25,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from yarl import URL
 
+from clusters.kube.direct import DirectRequests, segment
 from workloads.kind import JobKind, JSONPatch
 
 log = structlog.get_logger("kuota.kube")
@@ -270,6 +271,7 @@ class KubeApi:
         self.objects: Any = client.CustomObjectsApi(api_client)
         self.core: Any = client.CoreV1Api(api_client)
         self.coordination: Any = client.CoordinationV1Api(api_client)
+        self.direct = DirectRequests(api_client)
         self.bucket = TokenBucket(qps, burst)
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
@@ -419,40 +421,32 @@ class KubeApi:
     def _patcher(
         self, kind: JobKind, namespace: str, name: str, body: Any, content_type: str
     ) -> Callable[[], Awaitable[Obj]]:
+        # Sent directly (clusters/kube/direct.py): every admission makes one.
         if _is_pods(kind):
-            return lambda: self._json(
-                self.core.patch_namespaced_pod(
-                    name, namespace, body, _content_type=content_type, _preload_content=False
-                )
-            )
-        return lambda: self._json(
-            self.objects.patch_namespaced_custom_object(
-                kind.group,
-                kind.version,
-                namespace,
-                kind.plural,
-                name,
-                body,
-                _content_type=content_type,
-                _preload_content=False,
-            )
-        )
+            path = f"/api/v1/namespaces/{segment(namespace)}/pods/{segment(name)}"
+        else:
+            path = f"/apis/{kind.group}/{kind.version}/namespaces/{segment(namespace)}/{kind.plural}/{segment(name)}"
+        encoded = orjson.dumps(body)
+        return lambda: self._json(self.direct.send("PATCH", path, encoded, content_type))
 
     async def _json(self, pending: Awaitable[Any]) -> Obj:
         """The JSON body of a 2xx answer; any other raises its KubeApiError."""
+        decoded: Obj = orjson.loads(await self._checked(pending))
+        return decoded
+
+    async def _checked(self, pending: Awaitable[Any]) -> bytes:
+        """The body of a 2xx answer, as it came; any other raises its KubeApiError."""
         try:
             response = await pending
         except ApiException as exc:
             raise _translated(exc) from exc
         try:
-            body = await response.read()
+            body: bytes = await response.read()
         finally:
             response.release()
         if not 200 <= response.status <= 299:
-            retry = response.headers.get("Retry-After")
-            raise api_error(response.status, body.decode("utf-8", "replace"), float(retry) if retry else None)
-        decoded: Obj = orjson.loads(body)
-        return decoded
+            raise api_error(response.status, body.decode("utf-8", "replace"), _retry_after(response.headers))
+        return body
 
     # -- the Lease and the quota file's ConfigMap ---------------------------------------------------------------
 
@@ -493,9 +487,12 @@ class KubeApi:
         )
 
     async def create_event(self, namespace: str, body: Obj) -> None:
+        """Sent directly (clusters/kube/direct.py), two for every Job; the answer is checked, not decoded."""
+        path = f"/api/v1/namespaces/{segment(namespace)}/events"
+        encoded = orjson.dumps(body)
         await self.call(
             "create event",
-            lambda: self._json(self.core.create_namespaced_event(namespace, body, _preload_content=False)),
+            lambda: self._checked(self.direct.send("POST", path, encoded, "application/json")),
             attempts=3,
             limited=False,
         )

@@ -36,6 +36,7 @@ from clusters.kube.cluster import (
 )
 from clusters.kube.events import EventJournal, EventRecorder
 from queues.controller import BACKOFF_BASE_MS, Controller, Tracking
+from queues.heap import freeze_what_is_alive
 from queues.journal import Journal, Journals, LogJournal
 from queues.ledger_journal import LedgerJournal
 from queues.loop import ControllerLoop, LoopTimers, wall_clock_ms
@@ -62,7 +63,7 @@ class LeaderTerm:
         events: bool = True,
         instance: str | None = None,
         clock: Callable[[], int] = wall_clock_ms,
-        coalesce_s: float = 0.02,
+        coalesce_s: float | None = None,
         extra_journals: Sequence[Journal] = (),
         backoff_base_ms: int = BACKOFF_BASE_MS,
         kinds: Registry | None = None,
@@ -172,6 +173,7 @@ class LeaderTerm:
             running=len(running),
             queued=len(cluster.submitted) - len(running),
         )
+        freeze_what_is_alive()  # the listed objects and the state built from them: most live as long as the term
         loop.start()
         cluster.start_watching()
 

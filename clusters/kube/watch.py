@@ -19,6 +19,7 @@ import orjson
 import structlog
 
 from clusters.kube.api import Gone, KubeApi, Resource, api_error, retryable
+from clusters.kube.json_lines import JsonLines
 
 log = structlog.get_logger("kuota.kube.watch")
 
@@ -103,17 +104,11 @@ class Reflector:
             if response.status != 200:
                 body = await response.read()
                 raise api_error(response.status, body.decode("utf-8", "replace"))
-            buffer = b""
             # Lines can be longer than aiohttp's readline limit (a big object), so split chunks ourselves.
+            lines = JsonLines()
             async for chunk in response.content.iter_any():
-                buffer += chunk
-                while True:
-                    end = buffer.find(b"\n")
-                    if end < 0:
-                        break
-                    line, buffer = buffer[:end], buffer[end + 1 :]
-                    if line.strip():
-                        self._handle(orjson.loads(line))
+                for line in lines.feed(chunk):
+                    self._handle(orjson.loads(line))
         finally:
             response.release()
 

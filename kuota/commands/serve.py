@@ -26,6 +26,7 @@ import typer
 
 from kuota.components import StartError, job_kinds
 from kuota.runtime import Runtime
+from queues.heap import freeze_what_is_alive, tune_collector
 from quota.config import QuotaConfig
 from quota.duration import parse_duration_ms
 from quota.loader import ConfigError, load_config_file
@@ -314,10 +315,12 @@ async def _run(components: list[Component], runtime: Runtime | None = None) -> N
 
         runtime.on_fatal = on_fatal
     started: list[Component] = []
+    tune_collector()
     try:
         for component in components:
             await component.start()
             started.append(component)
+        freeze_what_is_alive()  # what start-up built (modules, the quota file, the app) lives as long as serve
         await stopping.wait()
     finally:
         for component in reversed(started):

@@ -173,3 +173,53 @@ async def test_an_event_the_database_refuses_is_set_aside_without_blocking_the_r
     assert [r.event for r in ledger.rejected] == [poison]
     assert ledger.healthy and ledger.backlog == 0
     await assert_rows(ledger_url, [e for e in events if e is not poison])
+
+
+class CountingLedger(Ledger):
+    """A ledger that remembers the size of each transaction it wrote."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.batches: list[int] = []
+
+    async def _write_batch(self, batch: Sequence[LedgerEvent]) -> None:
+        await super()._write_batch(batch)
+        self.batches.append(len(batch))
+
+
+@pytest.mark.parametrize("linger_s", [5.0, 0.0])
+async def test_a_burst_recorded_over_a_few_milliseconds_is_one_transaction(ledger_url: str, linger_s: float) -> None:
+    events = stream(10)
+    ledger = CountingLedger(ledger_url, linger_s=linger_s)
+    await ledger.start()
+    try:
+        for event in events:  # as a controller records them: a few at a time, between other work
+            ledger.record(event)
+            await asyncio.sleep(0.001)
+        async with asyncio.timeout(20):
+            await ledger.flush()
+    finally:
+        await ledger.close()
+    assert sum(ledger.batches) == len(events)
+    if linger_s:
+        assert ledger.batches == [len(events)]
+    else:  # without lingering the writer starts on the first event: more, smaller transactions
+        assert len(ledger.batches) > 1
+    await assert_rows(ledger_url, events)
+
+
+async def test_a_flush_does_not_wait_for_the_linger(ledger_url: str) -> None:
+    events = stream(2)
+    ledger = CountingLedger(ledger_url, linger_s=30.0)
+    await ledger.start()
+    try:
+        for event in events:
+            ledger.record(event)
+        async with asyncio.timeout(10):  # far less than the linger: a waiting flush ends it
+            await ledger.flush()
+        assert ledger.batches == [len(events)]
+        ledger.record(events[0])  # lingering again once drained; close() does not wait for it either
+    finally:
+        async with asyncio.timeout(10):
+            await ledger.close()
+    assert ledger.batches == [len(events), 1]

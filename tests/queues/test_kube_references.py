@@ -1,10 +1,11 @@
 """The Kubernetes adapter with a kind that reads its pod sets from other objects: TrainJobs and their runtimes.
 
 kuota's own KubeApi, Reflectors, KubeCluster and LeaderTerm run against a stand-in for the API server's
-custom-objects endpoints (lists served from memory, watches that never report, patches recorded), so what is under
-test is the adapter: the runtimes listed before the TrainJobs, a TrainJob whose runtime is missing held out of the
-queue with a NotQueued Event and queued once the runtime appears, the runtime a queued TrainJob was read with kept
-for its admission, and an admission that cannot place every pod set failed rather than sent. Objects from
+custom-objects endpoints over loopback HTTP (lists served from memory, watches that never report, patches and
+Events recorded), so what is under test is the adapter: the runtimes listed before the TrainJobs, a TrainJob whose
+runtime is missing held out of the queue with a NotQueued Event and queued once the runtime appears, the runtime a
+queued TrainJob was read with kept for its admission, and an admission that cannot place every pod set failed
+rather than sent. Objects from
 ../shared/data/crds (kubeflow/trainer at 8c0f5059, see the folders' PROVENANCE.md): the TrainJob examples
 01-multi-node.yaml and 05-multi-step.yaml (with its TrainingRuntime) and the ClusterTrainingRuntimes
 torch_distributed.yaml and deepspeed_distributed.yaml.
@@ -15,9 +16,12 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from typing import Any, ClassVar
+from collections.abc import AsyncIterator
+from typing import Any
 
 import jsonpatch
+import pytest
+from aiohttp import web
 from kubernetes_asyncio import client
 
 from admission.labels import ADMITTED_FLAVOR
@@ -56,20 +60,6 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 MISSING = "TrainJob ml/kueue-example: its runtime ClusterTrainingRuntime torch-distributed is not known (yet)"
 
 
-class Response:
-    headers: ClassVar[dict[str, str]] = {}
-
-    def __init__(self, body: Any, status: int = 200) -> None:
-        self.status = status
-        self.body = json.dumps(body).encode()
-
-    async def read(self) -> bytes:
-        return self.body
-
-    def release(self) -> None:
-        return None
-
-
 class Objects:
     """The custom-objects endpoints, over objects kept by plural: lists and patches answered, watches silent."""
 
@@ -79,20 +69,22 @@ class Objects:
         self.patches: list[tuple[str, str, Any]] = []
         self.patched = asyncio.Event()
 
-    async def list_cluster_custom_object(self, group: str, version: str, plural: str, **kwargs: Any) -> Response:
-        if kwargs.get("watch"):
+    async def list(self, request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") in ("true", "True", "1"):
+            response = web.StreamResponse()
+            await response.prepare(request)
             await asyncio.Event().wait()  # nothing changes: the watch waits until the test stops it
+        plural = request.match_info["plural"]
         self.lists.append(plural)
         items = copy.deepcopy(self.stored.get(plural, []))
-        return Response({"items": items, "metadata": {"resourceVersion": "100"}})
+        return web.json_response({"items": items, "metadata": {"resourceVersion": "100"}})
 
-    async def patch_namespaced_custom_object(
-        self, group: str, version: str, namespace: str, plural: str, name: str, body: Any, **kwargs: Any
-    ) -> Response:
-        assert kwargs["_content_type"] == "application/json-patch+json"
-        self.patches.append((plural, f"{namespace}/{name}", body))
+    async def patch(self, request: web.Request) -> web.Response:
+        assert request.content_type == "application/json-patch+json"
+        where = f"{request.match_info['namespace']}/{request.match_info['name']}"
+        self.patches.append((request.match_info["plural"], where, json.loads(await request.read())))
         self.patched.set()
-        return Response({})
+        return web.json_response({})
 
     async def until_patched(self, count: int, timeout_s: float = 5.0) -> None:
         async with asyncio.timeout(timeout_s):
@@ -102,18 +94,41 @@ class Objects:
 
 
 class Core:
+    """The Events endpoint: every Event created, recorded."""
+
     def __init__(self) -> None:
         self.events: list[Obj] = []
 
-    async def create_namespaced_event(self, namespace: str, body: Obj, **_: Any) -> Response:
-        self.events.append(body)
-        return Response({}, 201)
+    async def create_event(self, request: web.Request) -> web.Response:
+        self.events.append(json.loads(await request.read()))
+        return web.json_response({}, status=201)
 
 
-def api(stored: dict[str, list[Obj]]) -> tuple[KubeApi, Objects, Core]:
-    kube = KubeApi(client.ApiClient(client.Configuration()), qps=1000, burst=1000)
+_RUNNERS: list[web.AppRunner] = []
+
+
+@pytest.fixture(autouse=True)
+async def _servers_stop() -> AsyncIterator[None]:
+    yield
+    while _RUNNERS:
+        await _RUNNERS.pop().cleanup()
+
+
+async def api(stored: dict[str, list[Obj]]) -> tuple[KubeApi, Objects, Core]:
+    """kuota's KubeApi talking HTTP to a loopback server that plays the API server's endpoints it uses."""
     objects, core = Objects(stored), Core()
-    kube.objects, kube.core = objects, core
+    app = web.Application()
+    app.router.add_get("/apis/{group}/{version}/{plural}", objects.list)
+    app.router.add_patch("/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}", objects.patch)
+    app.router.add_post("/api/v1/namespaces/{namespace}/events", core.create_event)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    _RUNNERS.append(runner)
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    kube = KubeApi(client.ApiClient(configuration), qps=1000, burst=1000)
     return kube, objects, core
 
 
@@ -153,7 +168,7 @@ def cluster_with_controller(kube: KubeApi) -> tuple[KubeCluster, Controller, Rec
 
 
 async def test_trainjob_brings_the_runtime_kinds_along_and_other_kinds_bring_none() -> None:
-    kube, _, _ = api({})
+    kube, _, _ = await api({})
     cluster = KubeCluster(kube, lambda: CONFIG)
     assert sorted(cluster.reflectors) == ["ClusterTrainingRuntime", "TrainJob", "TrainingRuntime"]
     assert cluster.reflectors["ClusterTrainingRuntime"].kind is CLUSTER_TRAINING_RUNTIME
@@ -167,7 +182,7 @@ async def test_a_new_leader_lists_the_runtimes_first_and_admits_through_a_runtim
     waiting = trainjob(runtime="no-such-runtime")
     waiting["metadata"].update(name="waits", uid="uid-waits")
     stored["trainjobs"] = [trainjob(), trainjob("trainingruntime/examples/05-multi-step.yaml"), waiting]
-    kube, objects, core = api(stored)
+    kube, objects, core = await api(stored)
     term = LeaderTerm(kube, CONFIG, None, events=True, clock=lambda: 1_000, coalesce_s=0)
     await term.start()
     try:
@@ -207,7 +222,7 @@ async def test_a_new_leader_lists_the_runtimes_first_and_admits_through_a_runtim
 
 
 async def test_a_trainjob_waits_out_of_the_queue_until_its_runtime_reads() -> None:
-    kube, _, _ = api({})
+    kube, _, _ = await api({})
     cluster, controller, _ = cluster_with_controller(kube)
     told: list[tuple[str, str]] = []
     cluster.not_queued = lambda key, reason: told.append((key, reason))
@@ -231,7 +246,7 @@ async def test_a_trainjob_waits_out_of_the_queue_until_its_runtime_reads() -> No
 
 
 async def test_a_full_list_of_runtimes_reads_the_waiting_trainjobs_again() -> None:
-    kube, _, _ = api({})
+    kube, _, _ = await api({})
     cluster, controller, _ = cluster_with_controller(kube)
     cluster.on_referenced_list(CLUSTER_TRAINING_RUNTIME, [torch_distributed()])
     cluster.on_event(TRAINJOB, "ADDED", trainjob(runtime="deepspeed-distributed"))
@@ -245,7 +260,7 @@ async def test_a_full_list_of_runtimes_reads_the_waiting_trainjobs_again() -> No
 
 
 async def test_waiting_trainjobs_are_forgotten_when_deleted_or_left_out_of_a_list() -> None:
-    kube, _, _ = api({})
+    kube, _, _ = await api({})
     cluster, _, _ = cluster_with_controller(kube)
     cluster.on_event(TRAINJOB, "ADDED", trainjob())
     cluster.on_event(TRAINJOB, "DELETED", trainjob())
@@ -257,7 +272,7 @@ async def test_waiting_trainjobs_are_forgotten_when_deleted_or_left_out_of_a_lis
 
 
 async def test_a_queued_trainjob_is_admitted_with_the_runtime_it_was_read_with() -> None:
-    kube, objects, _ = api({})
+    kube, objects, _ = await api({})
     cluster, controller, _ = cluster_with_controller(kube)
     cluster.on_referenced_list(CLUSTER_TRAINING_RUNTIME, [torch_distributed()])
     job = trainjob()
@@ -284,7 +299,7 @@ async def test_a_queued_trainjob_is_admitted_with_the_runtime_it_was_read_with()
 
 
 async def test_an_admission_that_cannot_place_every_pod_set_fails_instead_of_starting_it() -> None:
-    kube, objects, _ = api({})
+    kube, objects, _ = await api({})
     cluster, controller, journal = cluster_with_controller(kube)
     cluster.on_referenced_list(CLUSTER_TRAINING_RUNTIME, [torch_distributed()])
     cluster.on_event(TRAINJOB, "ADDED", trainjob())

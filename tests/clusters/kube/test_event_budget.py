@@ -4,43 +4,55 @@ counted as dropped), and Events never take from the client's request budget that
 from __future__ import annotations
 
 import asyncio
-from typing import Any, ClassVar
+from collections.abc import AsyncIterator
+from typing import Any
 
+import orjson
+import pytest
+from aiohttp import web
 from kubernetes_asyncio import client
 
 from clusters.kube.api import KubeApi, TokenBucket
 from clusters.kube.events import EventRecorder
 
 
-class Response:
-    status = 201
-    headers: ClassVar[dict[str, str]] = {}
-
-    async def read(self) -> bytes:
-        return b"{}"
-
-    def release(self) -> None:
-        return None
-
-
 class Core:
+    """kube-apiserver's Events endpoint on a loopback port: records every Event created."""
+
     def __init__(self) -> None:
         self.created: list[dict[str, Any]] = []
+        self.runner: web.AppRunner | None = None
 
-    async def create_namespaced_event(self, namespace: str, body: dict[str, Any], **_: Any) -> Response:
-        self.created.append(body)
-        return Response()
+    async def _create(self, request: web.Request) -> web.Response:
+        self.created.append(orjson.loads(await request.read()))
+        return web.Response(status=201, body=b"{}", content_type="application/json")
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_post("/api/v1/namespaces/{ns}/events", self._create)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        return f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
 
 
-def api_with_fake_core(qps: float, burst: int) -> tuple[KubeApi, Core]:
-    api = KubeApi(client.ApiClient(client.Configuration()), qps=qps, burst=burst)
-    core = Core()
-    api.core = core
-    return api, core
+@pytest.fixture
+async def core() -> AsyncIterator[Core]:
+    served = Core()
+    yield served
+    if served.runner is not None:
+        await served.runner.cleanup()
 
 
-async def test_a_burst_sends_at_most_the_budget_and_counts_the_rest() -> None:
-    api, core = api_with_fake_core(qps=1000, burst=1000)
+async def api_of(core: Core, qps: float, burst: int) -> KubeApi:
+    configuration = client.Configuration()
+    configuration.host = await core.start()
+    return KubeApi(client.ApiClient(configuration), qps=qps, burst=burst)
+
+
+async def test_a_burst_sends_at_most_the_budget_and_counts_the_rest(core: Core) -> None:
+    api = await api_of(core, qps=1000, burst=1000)
     now = [0.0]
     recorder = EventRecorder(api, lambda _key: "uid", budget=TokenBucket(1.0, 5, clock=lambda: now[0]))
     for i in range(20):
@@ -57,8 +69,8 @@ async def test_a_burst_sends_at_most_the_budget_and_counts_the_rest() -> None:
     await api.api_client.close()
 
 
-async def test_events_do_not_wait_behind_an_exhausted_client_budget() -> None:
-    api, core = api_with_fake_core(qps=0.01, burst=1)
+async def test_events_do_not_wait_behind_an_exhausted_client_budget(core: Core) -> None:
+    api = await api_of(core, qps=0.01, burst=1)
     assert api.bucket.try_take()  # the client's budget is spent: its next request would wait for 100 s
     recorder = EventRecorder(api, lambda _key: "uid")
     recorder.emit("ns/job", "Admitted", "Admitted by team t on flavor f, attempt 1", 1_000)
