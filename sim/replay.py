@@ -135,7 +135,8 @@ class ReplayResult:
             waits_s={team: [w / 1000 for w in s.waits_ms] for team, s in stats.teams.items()},
             summary=[{"team": team, **figures} for team, figures in teams.items()],
             kinds=[{"kind": kind, **figures} for kind, figures in kinds.items()] if set(kinds) != {"Job"} else [],
-            totals={k: v for k, v in summary.items() if k not in ("teams", "kinds")},
+            totals={k: v for k, v in summary.items() if k not in ("teams", "kinds", "budgets")},
+            budgets=self.budget_rows(),
         )
 
 
