@@ -53,7 +53,8 @@ class BudgetKeeper:
         """A second book never pruned, for a replay's report of every window it saw (`keep_record`)."""
         self.exhausted_at: dict[tuple[str, bool, str, str, int], int] = {}
         """(owner, is cohort, resource, window, window start) → the first review that found the budget spent there
-        (epoch ms): when its restriction began. Rolling windows key by the window length they fall in."""
+        (epoch ms): when its restriction began. Rolling windows key by the window length they fall in. Kept with the
+        record only, so a long-running controller does not grow it."""
         self._pruned_at: int | None = None
         self._warned: set[tuple[str, bool, str, str, int, int]] = set()
         """(owner, is cohort, resource, window, window start, percent) already announced."""
@@ -105,7 +106,7 @@ class BudgetKeeper:
                 if status.reached(percent) and key not in self._warned:
                     self._warned.add(key)
                     crossed.append((status, percent))
-                    if percent == 100:
+                    if percent == 100 and self.record is not None:  # a replay's report; a cluster keeps none
                         self.exhausted_at.setdefault(key[:5], now)
         return crossed
 

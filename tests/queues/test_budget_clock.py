@@ -23,6 +23,7 @@ GPU = "nvidia.com/gpu"
 
 def test_windows_fall_on_real_dates_and_the_month_ends_at_midnight_utc() -> None:
     keeper = BudgetKeeper(CONFIG, epoch_ms=EPOCH)
+    keeper.keep_record()
     keeper.load([UsageInterval("ml", GPU, 4000, EPOCH - 3 * HOUR_MS, EPOCH)])  # 12 GPU-hours before time 0
     keeper.review(0)
     (status,) = keeper.statuses
@@ -39,6 +40,7 @@ def test_windows_fall_on_real_dates_and_the_month_ends_at_midnight_utc() -> None
 
 def test_without_an_epoch_the_clock_is_the_epochs() -> None:
     keeper = BudgetKeeper(CONFIG)
+    keeper.load([UsageInterval("ml", GPU, 4000, EPOCH - 3 * HOUR_MS, EPOCH)])
     keeper.review(EPOCH)
-    assert keeper.statuses[0].start == epoch_ms_of(datetime(2021, 3, 1, tzinfo=UTC))
-    assert keeper.record is None  # the unpruned record is kept only for a replay's report
+    assert keeper.statuses[0].start == epoch_ms_of(datetime(2021, 3, 1, tzinfo=UTC)) and keeper.statuses[0].exhausted
+    assert keeper.record is None and keeper.exhausted_at == {}  # kept only for a replay's report
