@@ -93,6 +93,10 @@ def test_the_budget_table_fits_80_columns_and_a_file_without_budgets_shows_none(
     row = next(line for line in out.splitlines() if "2021-03 gpu" in line)
     assert [cell.strip() for cell in row.strip("│").split("│")] == ["ml", "2021-03 gpu", "12", "0", "03-31 02:30"]
 
+    simulate(tmp_path, TEAM + BUDGET, "--start", "2021-03-31", "--report", str(tmp_path / "report"))
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "<h2>Budget spending</h2>" in html and "2021-03-31T02:30:00Z" in html
+
     plain = summary(tmp_path, TEAM, "--start", "2021-03-31")
     assert "budgets" not in plain and plain["teams"]["ml"]["p95_wait_s"] == 0
     assert "budgets" not in simulate(tmp_path, TEAM)
