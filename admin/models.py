@@ -363,6 +363,28 @@ class WhatIfSide(ApiModel):
     wall_seconds: float = Field(description="how long the replay took")
 
 
+class WhatIfBudgetWindow(ApiModel):
+    owner: str = Field(description="the team or cohort the budget is of")
+    scope: Literal["team", "cohort"]
+    resource: str
+    window: str = Field(description="day, week, month or rolling:DURATION")
+    label: str = Field(description="the window as people name it: 2021-03, 2021-W09, 2021-03-04, 24h")
+    start: str = Field(description="the window's start (ISO 8601, UTC)")
+    end: str = Field(description="the window's end, or the replay's last event where it comes first")
+    budget_hours: str = Field(description="resource-hours, to the thousandth")
+    spent_hours: str = Field(description="spent in the window, spending before the window's replay included")
+    remaining_hours: str
+    spent_milli_unit_ms: int = Field(description="the exact spending: milli-units × milliseconds")
+    exhausted: bool
+    exhausted_at: str | None = Field(description="when the replay first found the budget spent (None: never)")
+
+
+class WhatIfBudgets(ApiModel):
+    owner: str
+    baseline: list[WhatIfBudgetWindow] = Field(description="its budget windows under the file in force")
+    proposal: list[WhatIfBudgetWindow] = Field(description="its budget windows under the proposal")
+
+
 class WhatIfComparison(ApiModel):
     start: datetime
     end: datetime
@@ -373,6 +395,9 @@ class WhatIfComparison(ApiModel):
     baseline: WhatIfSide
     proposal: WhatIfSide
     teams: list[WhatIfTeam]
+    budgets: list[WhatIfBudgets] = Field(
+        default_factory=list, description="per team or cohort with a budget under either file, every window replayed"
+    )
 
 
 class ConfigValidation(ApiModel):

@@ -101,8 +101,9 @@ async def _whatif(ctx: Context, runtime: RuntimePort, window: WhatIfWindow) -> W
         function, runtime.ledger.url, ctx.body.text, start.isoformat(), end.isoformat(), runtime.config_text
     )
     teams = [{"team": team, **sides} for team, sides in answer.pop("teams").items()]
+    budgets = [{"owner": owner, **sides} for owner, sides in answer.pop("budgets", {}).items()]
     answer["start"], answer["end"] = answer.pop("from"), answer.pop("to")
-    return WhatIfComparison.model_validate({**answer, "teams": teams})
+    return WhatIfComparison.model_validate({**answer, "teams": teams, "budgets": budgets})
 
 
 def _utc(moment: datetime) -> datetime:

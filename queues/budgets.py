@@ -4,6 +4,10 @@ The controller (and the scenario runner) open a workload's usage when it is admi
 it when it stops, exactly as for fair-share credits; `review(now)` reads every budget of the quota file at `now`,
 says what the spent ones restrict (the engine's input) and which warning thresholds (80 %, 100 %) a budget
 crossed for the first time in its window.
+
+A replay's controller counts milliseconds from the start of what it replays; `epoch_ms` places that start on the
+calendar (the epoch instant of its time 0), so day, week and month windows fall on real dates there too. The book
+and every status hold epoch milliseconds; the controller's own times are translated on the way in and out.
 """
 
 from __future__ import annotations
@@ -33,8 +37,10 @@ Crossing = tuple[BudgetStatus, int]
 
 
 class BudgetKeeper:
-    def __init__(self, config: QuotaConfig) -> None:
+    def __init__(self, config: QuotaConfig, epoch_ms: int = 0) -> None:
         self.config = config
+        self.epoch_ms = epoch_ms
+        """The epoch instant of the controller's time 0 (0 in a cluster, whose clock is the epoch's)."""
         self.book = SpendingBook()
         self.statuses: list[BudgetStatus] = []
         self.restrictions: dict[str, Restriction] = {}
@@ -43,6 +49,12 @@ class BudgetKeeper:
         """Cohort → its subtree's teams and their distance (read every cycle: kept per quota file)."""
         self.active = _any_budget(config)
         """Whether the quota file has any budget (otherwise reviews only prune)."""
+        self.record: SpendingBook | None = None
+        """A second book never pruned, for a replay's report of every window it saw (`keep_record`)."""
+        self.exhausted_at: dict[tuple[str, bool, str, str, int], int] = {}
+        """(owner, is cohort, resource, window, window start) → the first review that found the budget spent there
+        (epoch ms): when its restriction began. Rolling windows key by the window length they fall in. Kept with the
+        record only, so a long-running controller does not grow it."""
         self._pruned_at: int | None = None
         self._warned: set[tuple[str, bool, str, str, int, int]] = set()
         """(owner, is cohort, resource, window, window start, percent) already announced."""
@@ -53,17 +65,29 @@ class BudgetKeeper:
         self.members = subtree_teams(config)
         self.active = _any_budget(config)
 
+    def keep_record(self) -> None:
+        """Keep all spending from now on (and what `load` adds) beyond what budgets read, for a replay's report."""
+        self.record = SpendingBook()
+
     def open(self, key: str, team: str, usage: Mapping[str, int], at: int) -> None:
-        self.book.open(key, team, usage, at)
+        self.book.open(key, team, usage, at + self.epoch_ms)
+        if self.record is not None:
+            self.record.open(key, team, usage, at + self.epoch_ms)
 
     def close(self, key: str, at: int) -> None:
-        self.book.close(key, at)
+        self.book.close(key, at + self.epoch_ms)
+        if self.record is not None:
+            self.record.close(key, at + self.epoch_ms)
 
     def load(self, intervals: list[UsageInterval]) -> None:
+        """Past usage, in epoch milliseconds (the ledger's times), whatever the controller's clock."""
         self.book.load(intervals)
+        if self.record is not None:
+            self.record.load(intervals)
 
-    def review(self, now: int) -> list[Crossing]:
-        """Read every budget at `now`; returns the thresholds crossed for the first time in their window."""
+    def review(self, at: int) -> list[Crossing]:
+        """Read every budget at `at`; returns the thresholds crossed for the first time in their window."""
+        now = at + self.epoch_ms
         if self._pruned_at is None or now - self._pruned_at >= PRUNE_EVERY_MS or now < self._pruned_at:
             self.book.prune(history_start(self.config, now))
             self._pruned_at = now
@@ -82,14 +106,17 @@ class BudgetKeeper:
                 if status.reached(percent) and key not in self._warned:
                     self._warned.add(key)
                     crossed.append((status, percent))
+                    if percent == 100 and self.record is not None:  # a replay's report; a cluster keeps none
+                        self.exhausted_at.setdefault(key[:5], now)
         return crossed
 
-    def current(self, now: int) -> list[BudgetStatus]:
-        """Every budget at `now`, read only (what the admin API and metrics show between cycles)."""
-        return statuses(self.config, self.book, now, self.members) if self.active else []
+    def current(self, at: int) -> list[BudgetStatus]:
+        """Every budget at `at`, read only (what the admin API and metrics show between cycles)."""
+        return statuses(self.config, self.book, at + self.epoch_ms, self.members) if self.active else []
 
-    def next_review(self, now: int) -> int | None:
-        return next_review(self.statuses, now)
+    def next_review(self, at: int) -> int | None:
+        due = next_review(self.statuses, at + self.epoch_ms)
+        return due - self.epoch_ms if due is not None else None
 
 
 def _any_budget(config: QuotaConfig) -> bool:

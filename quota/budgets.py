@@ -45,6 +45,11 @@ def window_bounds(budget: Budget, now: int) -> tuple[int, int | None]:
     return _ms(first), _ms(following)
 
 
+def epoch_ms_of(moment: datetime) -> int:
+    """An aware datetime as epoch milliseconds, exactly (no float)."""
+    return _ms(moment)
+
+
 def _ms(moment: datetime) -> int:
     delta = moment - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
@@ -253,4 +258,110 @@ def by_owner(found: Iterable[BudgetStatus]) -> Mapping[str, list[BudgetStatus]]:
     out: dict[str, list[BudgetStatus]] = {}
     for status in found:
         out.setdefault(status.owner, []).append(status)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSpending:
+    """One budget in one window of a replayed period: what was spent there (before the period included), what
+    remained at the window's end (or the period's), and when the budget was first found spent."""
+
+    owner: str
+    cohort: bool
+    resource: str
+    window: str
+    start: int
+    end: int
+    """The window's end, or the period's where the period ends first (a rolling window: the period's end)."""
+    limit: int
+    spent: int
+    exhausted_at: int | None
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.limit - self.spent)
+
+    @property
+    def label(self) -> str:
+        """The window as people name it: `2021-03` (month), `2021-W09` (ISO week), `2021-03-04` (day), `24h`."""
+        moment = _EPOCH + timedelta(milliseconds=self.start)
+        if self.window == BudgetWindow.MONTH.value:
+            return moment.strftime("%Y-%m")
+        if self.window == BudgetWindow.WEEK.value:
+            year, week, _ = moment.isocalendar()
+            return f"{year}-W{week:02d}"
+        if self.window == BudgetWindow.DAY.value:
+            return moment.strftime("%Y-%m-%d")
+        return self.window.removeprefix("rolling:")
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready: hours as text to the thousandth (rounded down), and the exact milli-unit-milliseconds."""
+        return {
+            "owner": self.owner,
+            "scope": "cohort" if self.cohort else "team",
+            "resource": self.resource,
+            "window": self.window,
+            "label": self.label,
+            "start": _iso(self.start),
+            "end": _iso(self.end),
+            "budget_hours": format_hours(self.limit),
+            "spent_hours": format_hours(self.spent),
+            "remaining_hours": format_hours(self.remaining),
+            "spent_milli_unit_ms": self.spent,
+            "exhausted": self.exhausted_at is not None,
+            "exhausted_at": _iso(self.exhausted_at) if self.exhausted_at is not None else None,
+        }
+
+
+def _iso(ms: int) -> str:
+    moment = _EPOCH + timedelta(milliseconds=ms)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{ms % 1000:03d}Z" if ms % 1000 else "Z")
+
+
+def period_spending(
+    config: QuotaConfig,
+    book: SpendingBook,
+    exhausted_at: Mapping[tuple[str, bool, str, str, int], int],
+    start: int,
+    end: int,
+) -> list[WindowSpending]:
+    """Every budget of `config` in every calendar window that overlaps [start, end) (a rolling budget: its window
+    ending at `end`), in file order then time; `book` holds all spending of the period and before it, and
+    `exhausted_at` the first instant each window's budget was found spent (BudgetKeeper.exhausted_at)."""
+    members = subtree_teams(config)
+    out: list[WindowSpending] = []
+    for owner, is_cohort, budget in holders(config):
+        teams = [name for name, _ in members[owner]] if is_cohort else [owner]
+        windows: list[tuple[int, int]] = []
+        if budget.rolling is not None:
+            windows.append((end - budget.rolling, end))
+        else:
+            at = start
+            while at < end or not windows:
+                window_start, window_end = window_bounds(budget, at)
+                assert window_end is not None
+                windows.append((window_start, min(window_end, end)))
+                at = window_end
+        for resource, hours in budget.resources.items():
+            for window_start, window_end in windows:
+                if budget.rolling is not None:
+                    found = [
+                        t for k, t in exhausted_at.items() if k[:4] == (owner, is_cohort, resource, budget.window_name)
+                    ]
+                    first = min(found) if found else None
+                else:
+                    first = exhausted_at.get((owner, is_cohort, resource, budget.window_name, window_start))
+                out.append(
+                    WindowSpending(
+                        owner=owner,
+                        cohort=is_cohort,
+                        resource=resource,
+                        window=budget.window_name,
+                        start=window_start,
+                        end=window_end,
+                        limit=hours * HOUR_MS,
+                        spent=sum(book.spent(team, resource, window_start, window_end) for team in teams),
+                        exhausted_at=first,
+                    )
+                )
     return out

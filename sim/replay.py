@@ -14,6 +14,7 @@ from admission.workload import Workload
 from clusters.sim.cluster import DEFAULT_HOOK_DELAY_MS, SimJob, Simulation, SimulationStats, TeamStats
 from queues.journal import Journal, Journals, NullJournal
 from quota.config import QuotaConfig, Team
+from quota.credits import UsageInterval
 from quota.pod_set import PodSet
 from quota.tree import FlavorResource
 from sim.report import ReportData
@@ -96,6 +97,10 @@ class ReplayResult:
     simulation: Simulation
     kinds: KindStats = field(default_factory=KindStats)
 
+    def budget_rows(self) -> list[dict[str, object]]:
+        """Every budget in every window the replay overlapped (empty for a quota file without budgets)."""
+        return [window.as_dict() for window in self.simulation.budget_spending()]
+
     def summary(self) -> dict[str, object]:
         figures = self.stats.summary()
         ordered: dict[str, object] = {
@@ -110,6 +115,9 @@ class ReplayResult:
             "teams": figures["teams"],
             "kinds": self.kinds.summary(),
         }
+        budgets = self.budget_rows()
+        if budgets:  # only for quota files with budgets: every other summary stays as it was
+            ordered["budgets"] = budgets
         return ordered
 
     def report_data(self, title: str) -> ReportData:
@@ -127,7 +135,8 @@ class ReplayResult:
             waits_s={team: [w / 1000 for w in s.waits_ms] for team, s in stats.teams.items()},
             summary=[{"team": team, **figures} for team, figures in teams.items()],
             kinds=[{"kind": kind, **figures} for kind, figures in kinds.items()] if set(kinds) != {"Job"} else [],
-            totals={k: v for k, v in summary.items() if k not in ("teams", "kinds")},
+            totals={k: v for k, v in summary.items() if k not in ("teams", "kinds", "budgets")},
+            budgets=self.budget_rows(),
         )
 
 
@@ -212,6 +221,7 @@ async def replay_streaming(
     on_progress: Callable[[int, int], None] | None = None,
     instants: int = 2_000,
     checkpoint_aware_victims: bool = True,
+    epoch_ms: int = 0,
 ) -> ReplayResult:
     """`replay`, pausing every `instants` instants to `flush` what the journal has (the ledger's writer), so that a
     run stopped midway has written everything up to its last pause; the decisions are those of `replay`."""
@@ -223,6 +233,7 @@ async def replay_streaming(
         Journals(kinds, journal),
         on_progress=on_progress,
         checkpoint_aware_victims=checkpoint_aware_victims,
+        epoch_ms=epoch_ms,
     )
     kinds.measured = simulation.stats.measured
     while simulation.step(instants):
@@ -240,12 +251,18 @@ def replay(
     start_delay_ms: int = 0,
     on_progress: Callable[[int, int], None] | None = None,
     checkpoint_aware_victims: bool = True,
+    epoch_ms: int = 0,
 ) -> ReplayResult:
     """`checkpoint_aware_victims`: victims the spec's order leaves equal go most recent checkpoint first (off:
-    the spec's order alone)."""
+    the spec's order alone); `epoch_ms`: the epoch instant the trace's time 0 stands for (budgets' calendar)."""
     jobs = sim_jobs(config, trace, hook_delay_ms, start_delay_ms)
     return replay_jobs(
-        config, jobs, journal=journal, on_progress=on_progress, checkpoint_aware_victims=checkpoint_aware_victims
+        config,
+        jobs,
+        journal=journal,
+        on_progress=on_progress,
+        checkpoint_aware_victims=checkpoint_aware_victims,
+        epoch_ms=epoch_ms,
     )
 
 
@@ -256,13 +273,22 @@ def replay_jobs(
     journal: Journal | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     checkpoint_aware_victims: bool = True,
+    epoch_ms: int = 0,
+    spent_before: Sequence[UsageInterval] = (),
 ) -> ReplayResult:
-    """`replay` of jobs already made for the simulated cluster (a trace's, or the ledger's history)."""
+    """`replay` of jobs already made for the simulated cluster (a trace's, or the ledger's history); `epoch_ms` and
+    `spent_before` as `Simulation` takes them."""
     started = time.perf_counter()
     kinds = KindStats()
     journals = Journals(kinds, journal) if journal is not None else kinds
     simulation = Simulation(
-        config, jobs, journals, on_progress=on_progress, checkpoint_aware_victims=checkpoint_aware_victims
+        config,
+        jobs,
+        journals,
+        on_progress=on_progress,
+        checkpoint_aware_victims=checkpoint_aware_victims,
+        epoch_ms=epoch_ms,
+        spent_before=spent_before,
     )
     kinds.measured = simulation.stats.measured
     stats = simulation.run()

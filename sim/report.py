@@ -49,6 +49,9 @@ class ReportData:
     """Run-wide figures (utilization, Jain's fairness, jobs, ...)."""
     kinds: list[dict[str, object]] = field(default_factory=list)
     """Rows of the per-kind table, drawn only when given (a trace of Jobs alone has nothing to break down)."""
+    budgets: list[dict[str, object]] = field(default_factory=list)
+    """Every budget in every window the run overlapped (quota.budgets.WindowSpending.as_dict()), drawn when the
+    quota file has budgets."""
 
 
 def write_report(data: ReportData, directory: Path) -> Path:
@@ -97,7 +100,28 @@ def render_report(data: ReportData) -> str:
                 _table(data.kinds),
             )
         )
+    if data.budgets:
+        sections.append(_section("budgets", "Budget spending", BUDGET_NOTE, _table(_budget_rows(data.budgets))))
     return _document(data.title, _subtitle(data, span), "\n".join(sections))
+
+
+BUDGET_NOTE = (
+    "Every budget in every window the run overlapped, in resource-hours (to the thousandth, rounded down), spending "
+    "from before the run included; exhausted: when a review first found the budget spent, and new admissions were "
+    "restricted from then to the window's end."
+)
+#: The budget table's columns (the JSON's exact milli-unit-milliseconds are left to --json).
+BUDGET_COLUMNS = ("owner", "run", "scope", "resource", "label", "start", "end", "budget_hours", "spent_hours",
+                  "remaining_hours", "exhausted_at")  # fmt: skip
+
+
+def _budget_rows(rows: Sequence[Mapping[str, object]], run: str | None = None) -> list[dict[str, object]]:
+    """The table's rows: the columns of BUDGET_COLUMNS in order (the window by its label), `run` when given."""
+    names = {"label": "window"}
+    return [
+        {names.get(key, key): (run if key == "run" else row.get(key)) for key in BUDGET_COLUMNS if key != "run" or run}
+        for row in rows
+    ]
 
 
 def write_comparison(
@@ -127,6 +151,14 @@ def render_comparison(
             _table(rows),
         )
     ]
+    if baseline.budgets or proposal.budgets:
+        budget_rows = _budget_rows(baseline.budgets, "now") + _budget_rows(proposal.budgets, "new")
+        # Each owner's windows in time order, the now row of a window above its new one.
+        order = {team: index for index, team in enumerate(teams)}
+        budget_rows.sort(
+            key=lambda row: (order.get(str(row["owner"]), len(order)), str(row["start"]), row["run"] != "now")
+        )
+        sections.append(_section("budgets", "Budget spending: now and new", BUDGET_NOTE, _table(budget_rows)))
     for ident, label, data in (("now", "now", baseline), ("new", "new", proposal)):
         sections += [
             _section(f"{ident}-totals", f"{label}: run totals", data.title, _totals(data.totals)),

@@ -10,7 +10,7 @@ import asyncio
 import multiprocessing
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,8 +18,11 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from accounting.database import create_engine
 from accounting.history import config_in_force, window_history
+from accounting.spending import usage_since
 from clusters.sim.cluster import DEFAULT_HOOK_DELAY_MS
+from quota.budgets import epoch_ms_of, history_start
 from quota.config import QuotaConfig
+from quota.credits import UsageInterval
 from quota.loader import ConfigError, load_config_text
 from sim.history import Extraction, HistoryJob, extract, sim_jobs_of
 from sim.replay import replay_jobs
@@ -45,6 +48,8 @@ class Run:
     report: ReportData
     left_out: dict[str, int]
     wall_seconds: float
+    budgets: list[dict[str, object]] = field(default_factory=list)
+    """Every budget of its quota file in every window the replay overlapped (quota.budgets.WindowSpending)."""
 
     def team_figures(self) -> dict[str, dict[str, object]]:
         teams = self.summary["teams"]
@@ -52,12 +57,34 @@ class Run:
         return {team: {key: figures[key] for key in FIGURES} for team, figures in teams.items()}
 
 
-def run_side(label: str, source: str, config: QuotaConfig, jobs: Sequence[HistoryJob], aware: bool = True) -> Run:
+@dataclass(frozen=True)
+class Clock:
+    """Where the replay sits on the calendar: the epoch instant of its time 0 (the window's start) and the ledger's
+    usage before it, which budgets count in their windows (epoch milliseconds, none ending after the start)."""
+
+    epoch_ms: int = 0
+    spent_before: tuple[UsageInterval, ...] = ()
+
+
+def run_side(
+    label: str,
+    source: str,
+    config: QuotaConfig,
+    jobs: Sequence[HistoryJob],
+    aware: bool = True,
+    clock: Clock = Clock(),
+) -> Run:
     """Replay the jobs under one quota file (module-level: it may run in a worker process); `aware`: victims the
     spec leaves equal go most recent checkpoint first, as `kuota simulate --victims` chooses."""
     sim_jobs, left_out = sim_jobs_of(config, jobs)
-    result = replay_jobs(config, sim_jobs, checkpoint_aware_victims=aware)
-    return Run(label, source, result.summary(), result.report_data(f"{label}: {source}"), left_out, result.wall_seconds)
+    result = replay_jobs(
+        config, sim_jobs, checkpoint_aware_victims=aware, epoch_ms=clock.epoch_ms, spent_before=clock.spent_before
+    )
+    summary = result.summary()
+    budgets = summary.pop("budgets", [])
+    assert isinstance(budgets, list)
+    report = result.report_data(f"{label}: {source}")
+    return Run(label, source, summary, report, left_out, result.wall_seconds, budgets)
 
 
 @dataclass
@@ -85,7 +112,21 @@ class Comparison:
             "baseline": _side(self.baseline),
             "proposal": _side(self.proposal),
             "teams": teams,
+            "budgets": budget_sides(self.baseline.budgets, self.proposal.budgets),
         }
+
+
+def budget_sides(
+    baseline: Sequence[Mapping[str, object]], proposal: Sequence[Mapping[str, object]]
+) -> dict[str, dict[str, list[Mapping[str, object]]]]:
+    """Per owner (team or cohort, in the order the files name them, the baseline's first), each side's budget
+    windows; an owner with budgets under one file only has an empty list under the other."""
+    out: dict[str, dict[str, list[Mapping[str, object]]]] = {}
+    for key, rows in (("baseline", baseline), ("proposal", proposal)):
+        for row in rows:
+            sides = out.setdefault(str(row["owner"]), {"baseline": [], "proposal": []})
+            sides[key].append(row)
+    return out
 
 
 def _side(run: Run) -> dict[str, object]:
@@ -109,19 +150,20 @@ def compare(
     end: datetime,
     parallel_from: int | None = None,
     aware: bool = True,
+    clock: Clock = Clock(),
 ) -> Comparison:
-    """Replay the extracted jobs under both quota files ((config, where it came from) each). From `parallel_from`
-    jobs on (None: never), the proposal replays in a second process while this one replays the baseline; the
-    replays are deterministic, so where they run changes no figure."""
+    """Replay the extracted jobs under both quota files ((config, where it came from) each), on `clock`. From
+    `parallel_from` jobs on (None: never), the proposal replays in a second process while this one replays the
+    baseline; the replays are deterministic, so where they run changes no figure."""
     jobs = extraction.jobs
     if parallel_from is None or len(jobs) < parallel_from:
-        base = run_side("baseline", baseline[1], baseline[0], jobs, aware)
-        new = run_side("proposal", proposal[1], proposal[0], jobs, aware)
+        base = run_side("baseline", baseline[1], baseline[0], jobs, aware, clock)
+        new = run_side("proposal", proposal[1], proposal[0], jobs, aware, clock)
         return Comparison(start, end, extraction, base, new)
     # spawn, not fork: the caller may run an event loop or threads that a forked child must not inherit.
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        pending = pool.submit(run_side, "proposal", proposal[1], proposal[0], jobs, aware)
-        base = run_side("baseline", baseline[1], baseline[0], jobs, aware)
+        pending = pool.submit(run_side, "proposal", proposal[1], proposal[0], jobs, aware, clock)
+        base = run_side("baseline", baseline[1], baseline[0], jobs, aware, clock)
         new = pending.result()
     return Comparison(start, end, extraction, base, new)
 
@@ -188,7 +230,31 @@ def whatif_from_ledger(
         end=end,
         parallel_from=parallel_from,
         aware=aware,
+        clock=asyncio.run(read_clock(url, start, (base, proposal))),
     )
+
+
+async def read_clock(url: str, start: datetime, configs: Sequence[QuotaConfig]) -> Clock:
+    """The replay's clock at the window's start, with the ledger's spending before it as far back as any budget of
+    `configs` reads (the reader a new leader uses), each interval cut at the start: what ran on past it belongs to
+    workloads the replay runs again, or to ones created before the window, which it leaves out. Without budgets
+    nothing is read."""
+    epoch_ms = epoch_ms_of(start)
+    budgeted = [c for c in configs if any(h.budgets for h in (*c.cohorts, *c.teams))]
+    if not budgeted:
+        return Clock(epoch_ms)
+    since = min(history_start(c, epoch_ms) for c in budgeted)
+    engine = create_engine(url)
+    try:
+        found = await usage_since(engine, since, epoch_ms)
+    finally:
+        await engine.dispose()
+    cut = tuple(
+        replace(interval, end_ms=min(interval.end_ms, epoch_ms))
+        for interval in found
+        if interval.start_ms < epoch_ms and interval.end_ms is not None
+    )
+    return Clock(epoch_ms, cut)
 
 
 def whatif_json(url: str, proposal_text: str, start: str, end: str, current_text: str) -> dict[str, Any]:

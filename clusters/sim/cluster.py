@@ -21,7 +21,9 @@ from admission.nodes import NodeInventory, NodeState
 from admission.workload import Workload
 from queues.controller import Controller
 from queues.journal import Journal, Journals, NullJournal
+from quota.budgets import WindowSpending, period_spending
 from quota.config import QuotaConfig
+from quota.credits import UsageInterval
 
 DEFAULT_HOOK_DELAY_MS = 10_000
 
@@ -144,9 +146,15 @@ class Simulation:
         on_progress: Callable[[int, int], None] | None = None,
         checkpoint_aware_victims: bool = True,
         nodes: Iterable[NodeState] | None = None,
+        epoch_ms: int = 0,
+        spent_before: Iterable[UsageInterval] = (),
     ) -> None:
         """`nodes`: the simulated cluster's nodes, for flavors with a topology; admitted workloads' pods are bound
-        to the nodes of the engine's placement while they run (None: no nodes, quota alone decides)."""
+        to the nodes of the engine's placement while they run (None: no nodes, quota alone decides).
+
+        `epoch_ms`: the epoch instant virtual time 0 stands for, so budgets' day, week and month windows fall on
+        real dates; `spent_before`: usage before then (epoch milliseconds, ended by 0), which budgets count in
+        their windows. Neither changes a decision of a quota file without budgets."""
         self.now = 0
         self.jobs = {job.workload.name: job for job in jobs}
         self.acked_at: dict[str, int] = {}
@@ -165,6 +173,11 @@ class Simulation:
         )
         if nodes is not None:
             self.controller.manager.nodes = NodeInventory(nodes)
+        budgets = self.controller.budgets
+        budgets.epoch_ms = epoch_ms
+        if budgets.active:
+            budgets.keep_record()
+        budgets.load(list(spent_before))
         # Messages show virtual time as seconds since the start of the replay.
         self.controller.manager.time_text = lambda ms: f"{ms // 1000}s"
         self.stats.bind(self)
@@ -187,6 +200,15 @@ class Simulation:
             self.now = until_ms
         self.stats.advance(self.now)
         return self.stats
+
+    def budget_spending(self) -> list[WindowSpending]:
+        """Every budget in every window the replay overlapped, up to its last workload event (a budget's own timer
+        may run the clock on to a window's end with nothing left to do); none without budgets."""
+        budgets = self.controller.budgets
+        if budgets.record is None:
+            return []
+        start, end = budgets.epoch_ms, budgets.epoch_ms + self.stats.last_event
+        return period_spending(self.controller.config, budgets.record, budgets.exhausted_at, start, end)
 
     def step(self, instants: int) -> bool:
         """Run the next `instants` instants (every event of one virtual time, then the cycles it allows); False once

@@ -19,6 +19,11 @@ class TraceFormat(StrEnum):
     csv = "csv"
 
 
+DEFAULT_START = "2021-03-04T00:00:00"
+"""Where a trace's time 0 falls by default: a fixed date, so budgets' calendar windows and the ledger's reports
+read as real days (the ITP, openb and csv traces count seconds from their start, with no dates)."""
+
+
 class VictimOrder(StrEnum):
     checkpoint_aware = "checkpoint-aware"
     spec = "spec"
@@ -68,6 +73,15 @@ def simulate(
             "name (spec).",
         ),
     ] = VictimOrder.checkpoint_aware,
+    start: Annotated[
+        str,
+        typer.Option(
+            "--start",
+            metavar="ISO",
+            help="The date and time the trace's first instant stands for (UTC without an offset): where budgets' "
+            "days, weeks and months fall, and the ledger's times. The traces kuota reads carry no calendar dates.",
+        ),
+    ] = DEFAULT_START,
 ) -> None:
     """Replay a trace with kuota's real queue manager, engine and controller on a virtual clock; print per-team
     figures (jobs, GPU-hours, waits, share of capacity, borrowing, preemptions, lost GPU-seconds, credits) and the
@@ -81,6 +95,10 @@ def simulate(
     except DurationError as exc:
         sys.stderr.write(f"error: --start-delay: {exc}\n")
         raise typer.Exit(2) from None
+    from kuota.commands.usage import parse_time
+    from quota.budgets import epoch_ms_of
+
+    epoch_ms = epoch_ms_of(parse_time("--start", start))
     try:
         quota = load_config_file(config)
         chosen = load_mapping(mapping) if mapping is not None else default_mapping(fmt.value, quota)
@@ -95,12 +113,12 @@ def simulate(
 
     aware = victims is VictimOrder.checkpoint_aware
     show = progress and not as_json
+    timing = (int(hook_delay * 1000), start_delay_ms, epoch_ms)
     if database_url is not None:
         text = config.read_text(encoding="utf-8")
-        timing = (int(hook_delay * 1000), start_delay_ms)
         result = _run_with_ledger(quota, read.jobs, database_url, timing, show, (text, str(config)), aware)
     else:
-        result = _run(quota, read.jobs, int(hook_delay * 1000), start_delay_ms, None, show, aware)
+        result = _run(quota, read.jobs, timing, None, show, aware)
     summary = result.summary()
     if report is not None:
         path = _write_report(result, report, trace.name)
@@ -111,11 +129,11 @@ def simulate(
         _print_summary(summary, wide=wide)
 
 
-def _run(
-    quota: Any, jobs: Any, hook_delay_ms: int, start_delay_ms: int, journal: Any, show_progress: bool, aware: bool
-) -> Any:
+def _run(quota: Any, jobs: Any, timing: tuple[int, int, int], journal: Any, show_progress: bool, aware: bool) -> Any:
+    """`timing`: the hook delay, the pods' start delay (ms) and the epoch instant of virtual time 0."""
     from sim.replay import replay
 
+    hook_delay_ms, start_delay_ms, epoch_ms = timing
     with _progress(len(jobs), show_progress) as on_progress:
         return replay(
             quota,
@@ -125,6 +143,7 @@ def _run(
             start_delay_ms=start_delay_ms,
             on_progress=on_progress,
             checkpoint_aware_victims=aware,
+            epoch_ms=epoch_ms,
         )
 
 
@@ -146,24 +165,21 @@ def _run_with_ledger(
     quota: Any,
     jobs: Any,
     url: str,
-    timing: tuple[int, int],
+    timing: tuple[int, int, int],
     show_progress: bool,
     config: tuple[str, str],
     aware: bool,
 ) -> Any:
     """The replay, written to the ledger as it runs; the quota file is recorded as applied at virtual time 0, so
-    `kuota whatif` finds the file that was in force. `timing`: the hook delay and the pods' start delay (ms)."""
-    hook_delay_ms, start_delay_ms = timing
+    `kuota whatif` finds the file that was in force. `timing`: as `_run` takes it; the ledger's times are the
+    budgets' (virtual time 0 at the epoch instant given)."""
+    hook_delay_ms, start_delay_ms, epoch_ms = timing
     import asyncio
-    from datetime import UTC, datetime
 
     from accounting.ledger import Ledger
     from accounting.migrate import upgrade_async
     from queues.ledger_journal import LedgerJournal
     from sim.replay import replay_streaming
-
-    # Virtual time 0 is placed at a fixed date so the ledger's reports read as calendar days.
-    epoch_ms = int(datetime(2021, 3, 4, tzinfo=UTC).timestamp() * 1000)
 
     async def main() -> Any:
         try:
@@ -182,6 +198,7 @@ def _run_with_ledger(
                 result = await replay_streaming(
                     quota, jobs, journal=journal, flush=ledger.flush, hook_delay_ms=hook_delay_ms,
                     start_delay_ms=start_delay_ms, on_progress=on_progress, checkpoint_aware_victims=aware,
+                    epoch_ms=epoch_ms,
                 )  # fmt: skip
         finally:
             await ledger.close()
@@ -226,6 +243,10 @@ def _print_summary(summary: dict[str, Any], *, wide: bool = False) -> None:
         f"Jain's fairness {summary['jain_fairness']:.3f}, makespan {summary['makespan_hours']} h, "
         f"lost {summary['lost_gpu_hours']:,} GPU-h ({summary['victims']} victims), wall {summary['wall_seconds']} s"
     )
+    if summary.get("budgets"):
+        from kuota.commands._budget_output import budget_table
+
+        console.print(budget_table("kuota simulate — budgets", summary["budgets"], wide=wide))
 
 
 def _figures_table(by: str, rows: dict[str, dict[str, Any]], columns: list[tuple[str, str]]) -> Any:

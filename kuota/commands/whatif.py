@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,9 +18,16 @@ from kuota.commands.simulate import VictimOrder
 HELP = (
     "Replay the workloads the ledger saw created in [--from, --to) under the quota file that was in force at --from "
     "(or --baseline FILE) and under --config, on the simulated cluster, and compare per team: mean and p95 wait, "
-    "GPU-hours, borrowed GPU-hours, preemptions, lost GPU-hours, and Jain's index. Times are ISO 8601 (UTC without "
-    "an offset)."
+    "GPU-hours, borrowed GPU-hours, preemptions, lost GPU-hours, Jain's index, and budget spending per window. "
+    "Times are ISO 8601 (UTC without an offset)."
 )
+
+
+class Output(StrEnum):
+    table = "table"
+    wide = "wide"
+    json = "json"
+
 
 PARALLEL_FROM = 1000
 """From this many jobs on, the two replays run side by side in two processes (below it, starting one costs more)."""
@@ -55,6 +63,15 @@ def whatif_command(
     ] = 10.0,
     report: Annotated[Path | None, typer.Option("--report", metavar="DIR", help="Write DIR/report.html.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as one JSON object.")] = False,
+    output: Annotated[
+        Output,
+        typer.Option(
+            "-o",
+            "--output",
+            help="table (80 columns), wide (every budget column: scope, resource, window bounds, the budget, the "
+            "exact time it was spent) or json (as --json).",
+        ),
+    ] = Output.table,
     victims: Annotated[
         VictimOrder,
         typer.Option(
@@ -99,10 +116,10 @@ def whatif_command(
     data = comparison.as_dict()
     if report is not None:
         sys.stderr.write(f"report: {_write_report(comparison, report)}\n")
-    if as_json:
+    if as_json or output is Output.json:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
-        print_comparison(data)
+        print_comparison(data, wide=output is Output.wide)
 
 
 def _read(path: Path, option: str) -> str:
@@ -121,8 +138,9 @@ def _check_sqlite_file(url: str) -> None:
         fail(f"there is no ledger at {name}: pass --database-url", code=1)
 
 
-def print_comparison(data: dict[str, Any]) -> None:
-    """Two rows per team (now: the baseline, new: the proposal), 80 columns wide; totals below."""
+def print_comparison(data: dict[str, Any], *, wide: bool = False) -> None:
+    """Two rows per team (now: the baseline, new: the proposal), 80 columns wide; totals below; then, when either
+    file has budgets, each budget window's spending under both (every column with `wide`)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -156,6 +174,11 @@ def print_comparison(data: dict[str, Any]) -> None:
             console.print(f"{label}: {count} ({reason})")
     for reason, count in new["left_out"].items():
         console.print(f"new left out: {count} ({reason})")
+    budgets = data.get("budgets") or {}
+    if budgets:
+        from kuota.commands._budget_output import budget_table, whatif_rows
+
+        console.print(budget_table("budgets (resource-hours)", whatif_rows(budgets), wide=wide))
 
 
 def _cell(value: Any, scale: float) -> str:
