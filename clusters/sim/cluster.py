@@ -58,6 +58,11 @@ class SimJob:
     """When a node it had pods on failed: from then on it makes no progress and saves no checkpoint."""
 
 
+#: The generation of a node event: drawn by the failure model (which then draws the next one), or scripted.
+_DRAWN = 0
+_SCRIPTED = 1
+
+
 class Kind(IntEnum):
     # At one instant: work ends and answers arrive before new work is submitted, then timers fire.
     FINISH = 0
@@ -258,12 +263,19 @@ class Simulation:
             self.push(job.submit_ms, Kind.SUBMIT, job.workload.name, 0)
         if self.failures is not None and node_list is not None:
             for node in node_list:
-                self.push(self.failures.next_failure(node.name, 0), Kind.NODE_DOWN, node.name, 0)
+                self.push(self.failures.next_failure(node.name, 0), Kind.NODE_DOWN, node.name, _DRAWN)
 
     def push(self, at: int, kind: Kind, name: str, generation: int) -> None:
         if kind is Kind.NODE_DOWN:
             self._failures_pending += 1
         heapq.heappush(self._heap, (at, kind, next(self._seq), name, generation))
+
+    def outage(self, node: str, at: int, repaired_at: int | None = None) -> None:
+        """A scripted failure of `node` at `at`, Ready again at `repaired_at` (None: never), beside any the
+        failure model draws."""
+        self.push(at, Kind.NODE_DOWN, node, _SCRIPTED)
+        if repaired_at is not None:
+            self.push(repaired_at, Kind.NODE_UP, node, _SCRIPTED)
 
     def _going(self) -> bool:
         return len(self._heap) > self._failures_pending
@@ -336,13 +348,15 @@ class Simulation:
             controller.suspended(name, self.now)
         elif kind is Kind.READY and job is not None and generation == job.generation:
             controller.pods_reported(name, None, self.now)
-        elif kind is Kind.NODE_DOWN and self.failures is not None:
+        elif kind is Kind.NODE_DOWN:
             self._failures_pending -= 1
             self.cluster.node_down(name)
-            self.push(self.failures.repaired_at(name, self.now), Kind.NODE_UP, name, 0)
-        elif kind is Kind.NODE_UP and self.failures is not None:
+            if self.failures is not None and generation == _DRAWN:
+                self.push(self.failures.repaired_at(name, self.now), Kind.NODE_UP, name, _DRAWN)
+        elif kind is Kind.NODE_UP:
             self.cluster.node_up(name)
-            self.push(self.failures.next_failure(name, self.now), Kind.NODE_DOWN, name, 0)
+            if self.failures is not None and generation == _DRAWN:
+                self.push(self.failures.next_failure(name, self.now), Kind.NODE_DOWN, name, _DRAWN)
         # TICK needs nothing here: the loop ticks the controller after every instant.
 
 
