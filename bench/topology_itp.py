@@ -71,7 +71,8 @@ def placement(config: Any, jobs: list[TraceJob], runs: int) -> None:
     )
     print(header)
     for mode in (TopologyMode.required, TopologyMode.preferred, TopologyMode.off):
-        walls, summary = [], {}
+        walls: list[float] = []
+        summary: dict[str, Any] = {}
         # The wall time compares topology on and off; preferred runs once, for its placement figures.
         for _ in range(runs if mode is not TopologyMode.preferred else 1):
             wall, summary = _run(config, jobs, NodeSetup(LAYOUT, mode))
