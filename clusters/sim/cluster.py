@@ -234,7 +234,10 @@ class Simulation:
         self.acked_at: dict[str, int] = {}
         self._heap: list[tuple[int, Kind, int, str, int]] = []
         self._failures_pending = 0
-        """NODE_DOWN events in the heap: once nothing else is, the run is over (failures alone change nothing)."""
+        """NODE_DOWN and NODE_UP events in the heap. Once nothing else is, the run goes on only while workloads wait
+        (a repair may let them in), and not past `2 × nodes` such events in a row that admitted nothing (workloads
+        that fit on no node whatever is repaired would otherwise wait through failures and repairs for ever)."""
+        self._idle_node_events = 0
         self._seq = itertools.count()
         self.cluster = SimulatedCluster(self)
         self.stats = SimulationStats(config)
@@ -266,7 +269,7 @@ class Simulation:
                 self.push(self.failures.next_failure(node.name, 0), Kind.NODE_DOWN, node.name, _DRAWN)
 
     def push(self, at: int, kind: Kind, name: str, generation: int) -> None:
-        if kind is Kind.NODE_DOWN:
+        if kind is Kind.NODE_DOWN or kind is Kind.NODE_UP:
             self._failures_pending += 1
         heapq.heappush(self._heap, (at, kind, next(self._seq), name, generation))
 
@@ -278,7 +281,11 @@ class Simulation:
             self.push(repaired_at, Kind.NODE_UP, node, _SCRIPTED)
 
     def _going(self) -> bool:
-        return len(self._heap) > self._failures_pending
+        if len(self._heap) > self._failures_pending:
+            return True
+        if not self._heap or self.inventory is None or self._idle_node_events > 2 * len(self.inventory):
+            return False
+        return any(len(queue) for queue in self.controller.manager.queues.values())
 
     def run(self, until_ms: int | None = None) -> SimulationStats:
         self._settle(self.now)  # an operator may have changed something since the last instant
@@ -329,6 +336,8 @@ class Simulation:
                 break
 
     def _apply(self, kind: Kind, name: str, generation: int) -> None:
+        if kind < Kind.NODE_DOWN:
+            self._idle_node_events = 0  # something other than failures and repairs happened
         job = self.jobs.get(name)
         controller = self.controller
         if kind is Kind.SUBMIT and job is not None:
@@ -350,10 +359,13 @@ class Simulation:
             controller.pods_reported(name, None, self.now)
         elif kind is Kind.NODE_DOWN:
             self._failures_pending -= 1
+            self._idle_node_events += 1
             self.cluster.node_down(name)
             if self.failures is not None and generation == _DRAWN:
                 self.push(self.failures.repaired_at(name, self.now), Kind.NODE_UP, name, _DRAWN)
         elif kind is Kind.NODE_UP:
+            self._failures_pending -= 1
+            self._idle_node_events += 1
             self.cluster.node_up(name)
             if self.failures is not None and generation == _DRAWN:
                 self.push(self.failures.next_failure(name, self.now), Kind.NODE_DOWN, name, _DRAWN)
