@@ -17,7 +17,9 @@ from quota.config import QuotaConfig, Team
 from quota.credits import UsageInterval
 from quota.pod_set import PodSet
 from quota.tree import FlavorResource
+from sim.nodes import RACK_LABEL
 from sim.report import ReportData
+from sim.topology import NodeSetup, node_shaped, topology_wish, with_nodes
 from sim.traces import DEFAULT_KIND, TraceJob
 
 GPU = "nvidia.com/gpu"
@@ -118,14 +120,17 @@ class ReplayResult:
         budgets = self.budget_rows()
         if budgets:  # only for quota files with budgets: every other summary stays as it was
             ordered["budgets"] = budgets
+        node_stats = self.simulation.node_stats
+        if node_stats is not None:
+            ordered["nodes"] = node_stats.summary(failures=self.simulation.failures is not None)
         return ordered
 
     def report_data(self, title: str) -> ReportData:
         """What the HTML report draws of this run (`sim.report`)."""
         stats = self.stats
         summary = self.summary()
-        teams, kinds = summary["teams"], summary["kinds"]
-        assert isinstance(teams, dict) and isinstance(kinds, dict)
+        teams, kinds, nodes = summary["teams"], summary["kinds"], summary.get("nodes")
+        assert isinstance(teams, dict) and isinstance(kinds, dict) and (nodes is None or isinstance(nodes, dict))
         return ReportData(
             title=title,
             teams=list(stats.teams),
@@ -135,8 +140,13 @@ class ReplayResult:
             waits_s={team: [w / 1000 for w in s.waits_ms] for team, s in stats.teams.items()},
             summary=[{"team": team, **figures} for team, figures in teams.items()],
             kinds=[{"kind": kind, **figures} for kind, figures in kinds.items()] if set(kinds) != {"Job"} else [],
-            totals={k: v for k, v in summary.items() if k not in ("teams", "kinds", "budgets")},
+            totals={k: v for k, v in summary.items() if k not in ("teams", "kinds", "budgets", "nodes")},
             budgets=self.budget_rows(),
+            nodes=nodes,
+            fragmentation=[
+                (s.at, s.stranded_share, s.free_racks, s.nodes_down)
+                for s in (self.simulation.node_stats.samples if self.simulation.node_stats is not None else [])
+            ],
         )
 
 
@@ -145,6 +155,7 @@ def sim_jobs(
     trace: Sequence[TraceJob],
     hook_delay_ms: int | None = DEFAULT_HOOK_DELAY_MS,
     start_delay_ms: int = 0,
+    nodes: NodeSetup | None = None,
 ) -> list[SimJob]:
     """One workload per trace job: a gang of `pods` identical pods (one pod set, admitted whole), each asking for its
     share of the job's totals and only for resources its team's quota manages.
@@ -157,6 +168,9 @@ def sim_jobs(
 
     Every job's pods are ready `start_delay_ms` after each admission (what the quota file's waitForPodsReady
     times), and its work starts then.
+
+    On nodes (`nodes`), a job with more GPUs than a node has becomes a gang of pods that each fit one, asking for
+    a placement as the setup's topology mode says (sim/topology.py).
     """
     teams = {t.name: t for t in config.teams}
     classes = {p.name: p for p in config.priority_classes}
@@ -164,6 +178,10 @@ def sim_jobs(
     covered = {name: {r for g in team.groups() for r in g.covered_resources} for name, team in teams.items()}
     out = []
     for job in trace:
+        wish = None
+        if nodes is not None:
+            job = node_shaped(job, nodes.layout.gpus_per_node)
+            wish = topology_wish(job, nodes)
         team = teams[job.team]
         klass = classes.get(job.priority_class or "") or default
         gpu, cpu, memory = job.pod_requests()
@@ -173,7 +191,7 @@ def sim_jobs(
             name=workload_name(job, team),
             team=job.team,
             priority=klass.value if klass else 0,
-            pod_sets=(PodSet("main", job.pods, requests),),
+            pod_sets=(PodSet("main", job.pods, requests, topology=wish),),
             created_at=job.submit_ms,
             queue=team.queues[0] if team.queues else None,
             priority_class=klass.name if klass else None,
@@ -222,17 +240,20 @@ async def replay_streaming(
     instants: int = 2_000,
     checkpoint_aware_victims: bool = True,
     epoch_ms: int = 0,
+    nodes: NodeSetup | None = None,
 ) -> ReplayResult:
     """`replay`, pausing every `instants` instants to `flush` what the journal has (the ledger's writer), so that a
     run stopped midway has written everything up to its last pause; the decisions are those of `replay`."""
     started = time.perf_counter()
     kinds = KindStats()
-    simulation = Simulation(
+    jobs = sim_jobs(config, trace, hook_delay_ms, start_delay_ms, nodes)
+    simulation = _simulation(
         config,
-        sim_jobs(config, trace, hook_delay_ms, start_delay_ms),
+        jobs,
         Journals(kinds, journal),
+        nodes,
         on_progress=on_progress,
-        checkpoint_aware_victims=checkpoint_aware_victims,
+        aware=checkpoint_aware_victims,
         epoch_ms=epoch_ms,
     )
     kinds.measured = simulation.stats.measured
@@ -252,10 +273,12 @@ def replay(
     on_progress: Callable[[int, int], None] | None = None,
     checkpoint_aware_victims: bool = True,
     epoch_ms: int = 0,
+    nodes: NodeSetup | None = None,
 ) -> ReplayResult:
     """`checkpoint_aware_victims`: victims the spec's order leaves equal go most recent checkpoint first (off:
-    the spec's order alone); `epoch_ms`: the epoch instant the trace's time 0 stands for (budgets' calendar)."""
-    jobs = sim_jobs(config, trace, hook_delay_ms, start_delay_ms)
+    the spec's order alone); `epoch_ms`: the epoch instant the trace's time 0 stands for (budgets' calendar).
+    `nodes`: run on generated nodes with a topology, and node failures (None: quota alone decides, as before)."""
+    jobs = sim_jobs(config, trace, hook_delay_ms, start_delay_ms, nodes)
     return replay_jobs(
         config,
         jobs,
@@ -263,6 +286,7 @@ def replay(
         on_progress=on_progress,
         checkpoint_aware_victims=checkpoint_aware_victims,
         epoch_ms=epoch_ms,
+        nodes=nodes,
     )
 
 
@@ -275,21 +299,60 @@ def replay_jobs(
     checkpoint_aware_victims: bool = True,
     epoch_ms: int = 0,
     spent_before: Sequence[UsageInterval] = (),
+    nodes: NodeSetup | None = None,
 ) -> ReplayResult:
     """`replay` of jobs already made for the simulated cluster (a trace's, or the ledger's history); `epoch_ms` and
     `spent_before` as `Simulation` takes them."""
     started = time.perf_counter()
     kinds = KindStats()
     journals = Journals(kinds, journal) if journal is not None else kinds
-    simulation = Simulation(
+    simulation = _simulation(
         config,
         jobs,
         journals,
+        nodes,
         on_progress=on_progress,
-        checkpoint_aware_victims=checkpoint_aware_victims,
+        aware=checkpoint_aware_victims,
         epoch_ms=epoch_ms,
         spent_before=spent_before,
     )
     kinds.measured = simulation.stats.measured
     stats = simulation.run()
     return ReplayResult(stats, time.perf_counter() - started, simulation, kinds)
+
+
+def _simulation(
+    config: QuotaConfig,
+    jobs: Sequence[SimJob],
+    journal: Journal,
+    nodes: NodeSetup | None,
+    *,
+    on_progress: Callable[[int, int], None] | None,
+    aware: bool,
+    epoch_ms: int = 0,
+    spent_before: Sequence[UsageInterval] = (),
+) -> Simulation:
+    """The simulation, on nodes with the simulated topology when `nodes` says so (ValueError: see `with_nodes`)."""
+    if nodes is None:
+        return Simulation(
+            config,
+            jobs,
+            journal,
+            on_progress=on_progress,
+            checkpoint_aware_victims=aware,
+            epoch_ms=epoch_ms,
+            spent_before=spent_before,
+        )
+    placed, node_list = with_nodes(config, nodes)
+    return Simulation(
+        placed,
+        jobs,
+        journal,
+        on_progress=on_progress,
+        checkpoint_aware_victims=aware,
+        epoch_ms=epoch_ms,
+        spent_before=spent_before,
+        nodes=node_list,
+        failures=nodes.failures,
+        rack_label=RACK_LABEL,
+    )

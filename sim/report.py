@@ -52,6 +52,10 @@ class ReportData:
     budgets: list[dict[str, object]] = field(default_factory=list)
     """Every budget in every window the run overlapped (quota.budgets.WindowSpending.as_dict()), drawn when the
     quota file has budgets."""
+    nodes: dict[str, object] | None = None
+    """Figures of a run on nodes (placement, fragmentation, failures); None: quota only, no nodes section."""
+    fragmentation: list[tuple[int, float, int, int]] = field(default_factory=list)
+    """(virtual ms, share of free GPUs on nodes not wholly free, racks wholly free, nodes down), ascending."""
 
 
 def write_report(data: ReportData, directory: Path) -> Path:
@@ -102,6 +106,18 @@ def render_report(data: ReportData) -> str:
         )
     if data.budgets:
         sections.append(_section("budgets", "Budget spending", BUDGET_NOTE, _table(_budget_rows(data.budgets))))
+    if data.nodes is not None:
+        sections.append(
+            _section(
+                "nodes",
+                "Nodes: placement, fragmentation and failures",
+                "Multi-node admissions are those whose pods went to more than one node; single-rack ones had all "
+                "their nodes in one rack. Stranded: free GPUs on nodes that are not wholly free, which a whole-node "
+                "pod cannot use. Lost to failures: at each NodeFailure eviction, GPUs × time since the last "
+                "checkpoint.",
+                _totals(data.nodes) + _fragmentation_panels(data, span),
+            )
+        )
     return _document(data.title, _subtitle(data, span), "\n".join(sections))
 
 
@@ -549,6 +565,34 @@ def _usage_panel(team: str, series: Sequence[Point], quota: int, style: _Style, 
     label = f"{team}: GPUs in use over time; nominal quota {quota:,} GPUs; peak {_format(peak)}"
     heading = f"{escape(team)} <span>quota {quota:,} · peak {_format(peak)} GPUs</span>"
     return f'<div class="panel"><h3>{heading}</h3>{_svg(frame, label, parts)}</div>\n'
+
+
+def _fragmentation_panels(data: ReportData, span: tuple[int, int]) -> str:
+    """Three small panels over time: stranded share of free GPUs (%), racks wholly free, nodes down."""
+    times = [float(t) for t, *_ in data.fragmentation]
+    ranges = _buckets(times, PANEL_POINTS)
+    columns = (
+        ("stranded free GPUs", "%", [100 * share for _, share, _, _ in data.fragmentation]),
+        ("racks wholly free", "racks", [float(free) for _, _, free, _ in data.fragmentation]),
+        ("nodes down", "nodes", [float(down) for *_, down in data.fragmentation]),
+    )
+    panels = []
+    for index, (title, unit, values) in enumerate(columns):
+        series = [(times[i], values[i]) for i in _kept(values, ranges)] if values else []
+        peak = max(values, default=0.0)
+        frame = _Frame(420, 180, left=46)
+        sx = _Scale(span[0], span[1], frame.x0, frame.x1)
+        sy = _Scale(0, _value_top(peak), frame.y0, frame.y1)
+        parts = [*_y_axis(frame, sy, unit), *_time_axis(frame, sx)]
+        if series:
+            colour = PALETTE[index]
+            line = _step_path([*series, (float(span[1]), series[-1][1])], sx, sy)
+            parts.append(f'<path d="{line}" fill="none" stroke="{colour}" stroke-width="1.6"/>')
+        else:
+            parts.append(_empty(frame, "no samples"))
+        heading = f"{escape(title)} <span>peak {_format(peak)}</span>"
+        panels.append(f'<div class="panel"><h3>{heading}</h3>{_svg(frame, f"{title} over time", parts)}</div>\n')
+    return f'<figure class="chart" id="chart-nodes">\n<div class="panels">\n{"".join(panels)}\n</div>\n</figure>'
 
 
 # -- (b) queue depth, stacked ----------------------------------------------------------------------------------------

@@ -4,7 +4,11 @@ Nothing sleeps: events (submissions, completions, checkpoint answers, pods gone,
 ordered by virtual time, and the controller runs a cycle whenever something changed at the current instant.
 Jobs run for their duration; a preempted job keeps the progress of its last checkpoint (the one it made when
 asked, or its last periodic one) and runs the rest when readmitted. Checkpoint hooks answer after a configurable
-delay, or never. Capacity is the quota tree's: the simulated nodes of each flavor add up to the flavor's quota.
+delay, or never. Capacity is the quota tree's, unless the simulation is given nodes: then flavors with a topology
+place admitted gangs node by node, and nodes may fail (NotReady, then repaired) as a seeded `FailureModel` says.
+A gang with pods on a failed node stops making progress (no checkpoint can be made or asked for there); after the
+quota file's `nodeFailure.gracePeriod` the controller evicts it and it requeues, keeping the work of its last
+checkpoint. A node Ready again within the grace period restarts its gangs in place from their last checkpoint.
 """
 
 from __future__ import annotations
@@ -12,15 +16,18 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
 from typing_extensions import override
 
 from admission.nodes import NodeInventory, NodeState
 from admission.workload import Workload
+from clusters.sim.failures import FailureModel, NodeFailures
+from clusters.sim.node_stats import NodeStats
 from queues.controller import Controller
 from queues.journal import Journal, Journals, NullJournal
+from queues.manager import State
 from quota.budgets import WindowSpending, period_spending
 from quota.config import QuotaConfig
 from quota.credits import UsageInterval
@@ -49,6 +56,13 @@ class SimJob:
     checkpoints: int = 0
     resumed_from: list[str | None] = field(default_factory=list)
     finished_at: int | None = None
+    halted_at: int | None = None
+    """When a node it had pods on failed: from then on it makes no progress and saves no checkpoint."""
+
+
+#: The generation of a node event: drawn by the failure model (which then draws the next one), or scripted.
+_DRAWN = 0
+_SCRIPTED = 1
 
 
 class Kind(IntEnum):
@@ -59,6 +73,8 @@ class Kind(IntEnum):
     SUBMIT = 3
     READY = 4
     TICK = 5
+    NODE_DOWN = 6
+    NODE_UP = 7
 
 
 class SimulatedCluster:
@@ -75,15 +91,19 @@ class SimulatedCluster:
         resume_from: str | None,
     ) -> None:
         job = self.sim.jobs[workload.name]
-        job.generation += 1
         job.resumed_from.append(resume_from)
+        self._start(job)
+
+    def _start(self, job: SimJob) -> None:
+        job.generation += 1
+        job.halted_at = None
         if job.start_delay_ms is None:
             job.started_at = None  # its pods never get ready: it runs nothing
             return
         job.started_at = self.sim.now + job.start_delay_ms
-        self.sim.push(job.started_at, Kind.READY, workload.name, job.generation)
+        self.sim.push(job.started_at, Kind.READY, job.workload.name, job.generation)
         remaining = max(0, job.duration_ms - job.progress_ms)
-        self.sim.push(job.started_at + remaining, Kind.FINISH, workload.name, job.generation)
+        self.sim.push(job.started_at + remaining, Kind.FINISH, job.workload.name, job.generation)
 
     def request_checkpoint(self, workload: Workload, deadline: int, reason: str, preemptor: str | None) -> str:
         job = self.sim.jobs[workload.name]
@@ -95,7 +115,7 @@ class SimulatedCluster:
         job = self.sim.jobs[workload.name]
         if job.started_at is not None and job.started_at <= self.sim.now:
             job.progress_ms = self.saved_progress(job, self.sim.now)
-        job.started_at = None
+        job.started_at = job.halted_at = None
         job.generation += 1  # the pending FINISH of this run no longer counts
         self.sim.push(self.sim.now + job.grace_ms, Kind.SUSPENDED, workload.name, job.generation)
 
@@ -104,16 +124,75 @@ class SimulatedCluster:
 
     def last_checkpoint_at(self, workload: Workload) -> int | None:
         job = self.sim.jobs.get(workload.name)
-        if job is None or job.started_at is None or not job.checkpoint_interval_ms or job.started_at > self.sim.now:
+        if job is None or job.started_at is None or not job.checkpoint_interval_ms:
             return None
-        ran = self.sim.now - job.started_at
+        end = self.sim.now if job.halted_at is None else job.halted_at  # a halted gang saves nothing more
+        if job.started_at > end:
+            return None
+        ran = end - job.started_at
         return job.started_at + ran // job.checkpoint_interval_ms * job.checkpoint_interval_ms
 
     def workloads_on(self, node: str) -> frozenset[str]:
-        return frozenset()  # the simulated cluster has no nodes yet: quota only
+        """The workloads whose admitted placement binds pods to `node`, as the queue manager's inventory holds it
+        (a workload's pods stay bound until its eviction completes, as pods stay until they are gone)."""
+        inventory = self.sim.inventory
+        if inventory is None:
+            return frozenset()
+        return frozenset(name for name in inventory.owners_on(node) if name in self.sim.jobs)
 
     def node_inventory(self) -> NodeInventory | None:
-        return None
+        return self.sim.inventory
+
+    def node_down(self, node: str) -> None:
+        """`node` fails: NotReady (no new placements), its gangs halt, the controller is told."""
+        inventory = self.sim.inventory
+        state = inventory.node(node) if inventory is not None else None
+        if inventory is None or state is None or not state.ready:
+            return
+        now = self.sim.now
+        inventory.set_node(replace(state, ready=False))
+        if self.sim.node_stats is not None:
+            self.sim.node_stats.node_down(node, now)
+        for name in sorted(self.workloads_on(node)):
+            job = self.sim.jobs[name]
+            if job.started_at is not None and job.halted_at is None:
+                job.halted_at = now
+                job.generation += 1  # its FINISH, READY and any checkpoint answer no longer come
+        self.sim.controller.node_changed(node, False, now)
+
+    def node_up(self, node: str) -> None:
+        """`node` is repaired: Ready again. Gangs halted by it that the controller has not evicted (it came back
+        within the grace period) and whose nodes are all Ready restart in place from their last checkpoint."""
+        inventory = self.sim.inventory
+        state = inventory.node(node) if inventory is not None else None
+        if inventory is None or state is None or state.ready:
+            return
+        now = self.sim.now
+        inventory.set_node(replace(state, ready=True))
+        if self.sim.node_stats is not None:
+            self.sim.node_stats.node_up(node, now)
+        controller = self.sim.controller
+        controller.node_changed(node, True, now)
+        for name in sorted(self.workloads_on(node)):
+            job = self.sim.jobs[name]
+            if job.halted_at is None or controller.manager.state.get(name) is not State.ADMITTED:
+                continue
+            if not all(_ready(inventory, other) for other in inventory.nodes_of(name)):
+                continue
+            saved = self.saved_progress(job, job.halted_at)
+            if self.sim.node_stats is not None:
+                assert job.started_at is not None
+                done_before = job.progress_ms + max(0, job.halted_at - job.started_at)
+                gpus = controller.manager.usage.get(name, {})
+                held = sum(v for (_, r), v in gpus.items() if r.endswith("gpu"))
+                # The work since the last checkpoint, and the time it stood still on the failed node.
+                self.sim.node_stats.restarted_in_place(held, max(0, done_before - saved) + now - job.halted_at)
+            job.progress_ms = saved
+            self._start(job)
+        # Parked heads may fit on the node again.
+        for queue in controller.manager.queues.values():
+            queue.unpark_all()
+        controller.dirty = True
 
     def saved_progress(self, job: SimJob, now: int) -> int:
         """Work that survives a stop now: up to the last checkpoint (an acked request counts as one)."""
@@ -124,7 +203,7 @@ class SimulatedCluster:
             last = max(last or acked, acked)
         if last is None:
             return job.progress_ms
-        return min(job.duration_ms, job.progress_ms + (last - job.started_at))
+        return min(job.duration_ms, job.progress_ms + max(0, last - job.started_at))
 
 
 class _Timers:
@@ -148,9 +227,12 @@ class Simulation:
         nodes: Iterable[NodeState] | None = None,
         epoch_ms: int = 0,
         spent_before: Iterable[UsageInterval] = (),
+        failures: FailureModel | None = None,
+        rack_label: str = "topology.kuota.dev/rack",
     ) -> None:
         """`nodes`: the simulated cluster's nodes, for flavors with a topology; admitted workloads' pods are bound
-        to the nodes of the engine's placement while they run (None: no nodes, quota alone decides).
+        to the nodes of the engine's placement while they run (None: no nodes, quota alone decides). `failures`:
+        how nodes fail and are repaired (None: never). `rack_label`: the node label the figures count racks by.
 
         `epoch_ms`: the epoch instant virtual time 0 stands for, so budgets' day, week and month windows fall on
         real dates; `spent_before`: usage before then (epoch milliseconds, ended by 0), which budgets count in
@@ -159,10 +241,20 @@ class Simulation:
         self.jobs = {job.workload.name: job for job in jobs}
         self.acked_at: dict[str, int] = {}
         self._heap: list[tuple[int, Kind, int, str, int]] = []
+        self._failures_pending = 0
+        """NODE_DOWN and NODE_UP events in the heap. Once nothing else is, the run goes on only while workloads wait
+        (a repair may let them in), and not past `2 × nodes` such events in a row that admitted nothing (workloads
+        that fit on no node whatever is repaired would otherwise wait through failures and repairs for ever)."""
+        self._idle_node_events = 0
         self._seq = itertools.count()
         self.cluster = SimulatedCluster(self)
         self.stats = SimulationStats(config)
-        journals = Journals(self.stats, journal) if journal is not None else self.stats
+        node_list = list(nodes) if nodes is not None else None
+        self.inventory: NodeInventory | None = NodeInventory(node_list) if node_list is not None else None
+        self.node_stats = NodeStats(self.inventory, rack_label=rack_label) if self.inventory is not None else None
+        self.failures = NodeFailures(failures) if failures is not None and node_list else None
+        stats: Journal = Journals(self.stats, self.node_stats) if self.node_stats is not None else self.stats
+        journals = Journals(stats, journal) if journal is not None else stats
         self.controller = Controller(
             config,
             self.cluster,
@@ -171,8 +263,7 @@ class Simulation:
             backoff_base_ms=backoff_base_ms,
             checkpoint_aware_victims=checkpoint_aware_victims,
         )
-        if nodes is not None:
-            self.controller.manager.nodes = NodeInventory(nodes)
+        self.controller.manager.nodes = self.inventory
         budgets = self.controller.budgets
         budgets.epoch_ms = epoch_ms
         if budgets.active:
@@ -186,19 +277,38 @@ class Simulation:
         self.finished = 0
         for job in self.jobs.values():
             self.push(job.submit_ms, Kind.SUBMIT, job.workload.name, 0)
+        if self.failures is not None and node_list is not None:
+            for node in node_list:
+                self.push(self.failures.next_failure(node.name, 0), Kind.NODE_DOWN, node.name, _DRAWN)
 
     def push(self, at: int, kind: Kind, name: str, generation: int) -> None:
+        if kind is Kind.NODE_DOWN or kind is Kind.NODE_UP:
+            self._failures_pending += 1
         heapq.heappush(self._heap, (at, kind, next(self._seq), name, generation))
+
+    def outage(self, node: str, at: int, repaired_at: int | None = None) -> None:
+        """A scripted failure of `node` at `at`, Ready again at `repaired_at` (None: never), beside any the
+        failure model draws."""
+        self.push(at, Kind.NODE_DOWN, node, _SCRIPTED)
+        if repaired_at is not None:
+            self.push(repaired_at, Kind.NODE_UP, node, _SCRIPTED)
+
+    def _going(self) -> bool:
+        if len(self._heap) > self._failures_pending:
+            return True
+        if not self._heap or self.inventory is None or self._idle_node_events > 2 * len(self.inventory):
+            return False
+        return any(len(queue) for queue in self.controller.manager.queues.values())
 
     def run(self, until_ms: int | None = None) -> SimulationStats:
         self._settle(self.now)  # an operator may have changed something since the last instant
-        while self._heap:
+        while self._going():
             if until_ms is not None and self._heap[0][0] > until_ms:
                 break
             self._instant()
         if until_ms is not None and until_ms > self.now:
             self.now = until_ms
-        self.stats.advance(self.now)
+        self._close()
         return self.stats
 
     def budget_spending(self) -> list[WindowSpending]:
@@ -210,6 +320,11 @@ class Simulation:
         start, end = budgets.epoch_ms, budgets.epoch_ms + self.stats.last_event
         return period_spending(self.controller.config, budgets.record, budgets.exhausted_at, start, end)
 
+    def _close(self) -> None:
+        self.stats.advance(self.now)
+        if self.node_stats is not None:
+            self.node_stats.close(self.now)
+
     def step(self, instants: int) -> bool:
         """Run the next `instants` instants (every event of one virtual time, then the cycles it allows); False once
         the simulation is over. Stepping until False decides exactly what one `run()` decides: it only pauses
@@ -218,12 +333,12 @@ class Simulation:
             self._stepping = True
             self._settle(self.now)
         for _ in range(instants):
-            if not self._heap:
+            if not self._going():
                 break
             self._instant()
-        if self._heap:
+        if self._going():
             return True
-        self.stats.advance(self.now)
+        self._close()
         return False
 
     def _instant(self) -> None:
@@ -243,6 +358,8 @@ class Simulation:
                 break
 
     def _apply(self, kind: Kind, name: str, generation: int) -> None:
+        if kind < Kind.NODE_DOWN:
+            self._idle_node_events = 0  # something other than failures and repairs happened
         job = self.jobs.get(name)
         controller = self.controller
         if kind is Kind.SUBMIT and job is not None:
@@ -262,6 +379,18 @@ class Simulation:
             controller.suspended(name, self.now)
         elif kind is Kind.READY and job is not None and generation == job.generation:
             controller.pods_reported(name, None, self.now)
+        elif kind is Kind.NODE_DOWN:
+            self._failures_pending -= 1
+            self._idle_node_events += 1
+            self.cluster.node_down(name)
+            if self.failures is not None and generation == _DRAWN:
+                self.push(self.failures.repaired_at(name, self.now), Kind.NODE_UP, name, _DRAWN)
+        elif kind is Kind.NODE_UP:
+            self._failures_pending -= 1
+            self._idle_node_events += 1
+            self.cluster.node_up(name)
+            if self.failures is not None and generation == _DRAWN:
+                self.push(self.failures.next_failure(name, self.now), Kind.NODE_DOWN, name, _DRAWN)
         # TICK needs nothing here: the loop ticks the controller after every instant.
 
 
@@ -337,6 +466,8 @@ class SimulationStats(NullJournal):
         if self.sim is not None:
             manager = self.sim.controller.manager
             self.queue_depth.append((at, {t: len(q) for t, q in manager.queues.items()}))
+            if self.sim.node_stats is not None:
+                self.sim.node_stats.sample(at)
 
     # -- journal (each one marked @override: a misspelt name would be a method the controller never calls) ---------
 
@@ -429,6 +560,11 @@ class SimulationStats(NullJournal):
         if not values or not any(values):
             return 1.0
         return sum(values) ** 2 / (len(values) * sum(v * v for v in values))
+
+
+def _ready(inventory: NodeInventory, node: str) -> bool:
+    state = inventory.node(node)
+    return state is not None and state.ready
 
 
 def _gpu_capacity(config: QuotaConfig) -> int:

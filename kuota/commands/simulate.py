@@ -29,6 +29,17 @@ class VictimOrder(StrEnum):
     spec = "spec"
 
 
+class Topology(StrEnum):
+    required = "required"
+    preferred = "preferred"
+    off = "off"
+
+
+class Repair(StrEnum):
+    fixed = "fixed"
+    exponential = "exponential"
+
+
 def register(app: typer.Typer) -> None:
     app.command(name="simulate")(simulate)
 
@@ -82,10 +93,42 @@ def simulate(
             "days, weeks and months fall, and the ledger's times. The traces kuota reads carry no calendar dates.",
         ),
     ] = DEFAULT_START,
+    nodes: Annotated[
+        str | None,
+        typer.Option(
+            "--nodes",
+            help="Run on nodes: COUNT per GPU flavor, or auto (as many as its GPU quota fills); flavors holding GPU "
+            "quota are placed node by node under a block/rack/host topology.",
+        ),
+    ] = None,
+    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1, help="GPUs of each node.")] = 8,
+    nodes_per_rack: Annotated[int, typer.Option("--nodes-per-rack", min=1, help="Nodes of each rack.")] = 4,
+    racks_per_block: Annotated[int, typer.Option("--racks-per-block", min=1, help="Racks of each block.")] = 8,
+    topology: Annotated[
+        Topology,
+        typer.Option(
+            "--topology",
+            help="How jobs with more than one node's worth of GPUs ask for placement: required (one rack when they "
+            "fit one, else one block), preferred (a rack, falling back level by level) or off (no wish; the "
+            "topology knows hosts only).",
+        ),
+    ] = Topology.required,
+    node_mtbf: Annotated[
+        str | None,
+        typer.Option(
+            "--node-mtbf", help="Mean time between failures of each node (72h, 30d): exponential, seeded by --seed."
+        ),
+    ] = None,
+    repair: Annotated[
+        str, typer.Option("--repair", help="How long a failed node stays NotReady (a duration: 4h).")
+    ] = "4h",
+    repair_times: Annotated[
+        Repair, typer.Option("--repair-times", help="Repair times fixed at --repair, or exponential around it.")
+    ] = Repair.fixed,
 ) -> None:
     """Replay a trace with kuota's real queue manager, engine and controller on a virtual clock; print per-team
     figures (jobs, GPU-hours, waits, share of capacity, borrowing, preemptions, lost GPU-seconds, credits) and the
-    GPU-hours preemptions lost."""
+    GPU-hours preemptions lost; on nodes, placement, fragmentation and node-failure figures too."""
     from quota.duration import DurationError, parse_duration_ms
     from quota.loader import ConfigError, load_config_file
     from sim.traces import TraceError, default_mapping, load_mapping, read_trace_detailed
@@ -99,6 +142,9 @@ def simulate(
     from quota.budgets import epoch_ms_of
 
     epoch_ms = epoch_ms_of(parse_time("--start", start))
+    node_setup = _node_setup(
+        nodes, (gpus_per_node, nodes_per_rack, racks_per_block), topology, (node_mtbf, repair, repair_times), seed
+    )
     try:
         quota = load_config_file(config)
         chosen = load_mapping(mapping) if mapping is not None else default_mapping(fmt.value, quota)
@@ -110,15 +156,17 @@ def simulate(
         sys.stderr.write(f"error: {trace}: no jobs to replay ({read.summary()})\n")
         raise typer.Exit(2)
     sys.stderr.write(f"{trace}: {read.summary()}\n")
+    if node_setup is not None:
+        _check_nodes(quota, node_setup)
 
     aware = victims is VictimOrder.checkpoint_aware
     show = progress and not as_json
     timing = (int(hook_delay * 1000), start_delay_ms, epoch_ms)
     if database_url is not None:
         text = config.read_text(encoding="utf-8")
-        result = _run_with_ledger(quota, read.jobs, database_url, timing, show, (text, str(config)), aware)
+        result = _run_with_ledger(quota, read.jobs, database_url, timing, show, (text, str(config)), aware, node_setup)
     else:
-        result = _run(quota, read.jobs, timing, None, show, aware)
+        result = _run(quota, read.jobs, timing, None, show, aware, node_setup)
     summary = result.summary()
     if report is not None:
         path = _write_report(result, report, trace.name)
@@ -129,8 +177,73 @@ def simulate(
         _print_summary(summary, wide=wide)
 
 
-def _run(quota: Any, jobs: Any, timing: tuple[int, int, int], journal: Any, show_progress: bool, aware: bool) -> Any:
-    """`timing`: the hook delay, the pods' start delay (ms) and the epoch instant of virtual time 0."""
+def _node_setup(
+    nodes: str | None,
+    shape: tuple[int, int, int],
+    topology: Topology,
+    failures: tuple[str | None, str, Repair],
+    seed: int,
+) -> Any:
+    """The replay's nodes, topology and failures from the options (None without --nodes); exit 2 on a bad one."""
+    from clusters.sim.failures import FailureModel
+    from quota.duration import DurationError, parse_duration_ms
+    from sim.topology import NodeLayout, NodeSetup, TopologyMode
+
+    mtbf, repair, repair_times = failures
+    if nodes is None:
+        if mtbf is not None:
+            sys.stderr.write("error: --node-mtbf: node failures need nodes (give --nodes COUNT or --nodes auto)\n")
+            raise typer.Exit(2)
+        return None
+    try:
+        count = None if nodes == "auto" else int(nodes)
+        layout = NodeLayout(count, *shape)
+    except ValueError as exc:
+        text = str(exc) if nodes == "auto" or nodes.lstrip("-").isdigit() else f"{nodes!r} is not a count nor auto"
+        sys.stderr.write(f"error: --nodes: {text}\n")
+        raise typer.Exit(2) from None
+    model = None
+    if mtbf is not None:
+        try:
+            model = FailureModel(
+                parse_duration_ms(mtbf), parse_duration_ms(repair), repair_times is Repair.exponential, seed
+            )
+        except (DurationError, ValueError) as exc:
+            sys.stderr.write(f"error: --node-mtbf/--repair: {exc}\n")
+            raise typer.Exit(2) from None
+    return NodeSetup(layout, TopologyMode(topology.value), model)
+
+
+def _check_nodes(quota: Any, setup: Any) -> None:
+    """Say what the nodes are before the run (exit 2 if the quota file cannot be placed on them)."""
+    from sim.topology import with_nodes
+
+    try:
+        placed, nodes = with_nodes(quota, setup)
+    except ValueError as exc:  # the quota file has nothing to place, or a clashing topology name
+        sys.stderr.write(f"error: --nodes: {exc}\n")
+        raise typer.Exit(2) from None
+    layout = setup.layout
+    sys.stderr.write(
+        f"nodes: {len(nodes)} of {layout.gpus_per_node} GPUs, {layout.nodes_per_rack} a rack, "
+        f"{layout.racks_per_block} racks a block; topology {setup.mode}\n"
+    )
+    if setup.failures is not None and quota.node_failure is None:
+        grace = placed.node_failure.grace_period // 1000 if placed.node_failure is not None else 0
+        sys.stderr.write(f"nodes: the quota file has no nodeFailure block: its default grace period ({grace}s) used\n")
+
+
+def _run(
+    quota: Any,
+    jobs: Any,
+    timing: tuple[int, int, int],
+    journal: Any,
+    show_progress: bool,
+    aware: bool,
+    nodes: Any = None,
+) -> Any:
+    """`timing`: the hook delay, the pods' start delay (ms) and the epoch instant of virtual time 0; `nodes`: the
+    replay's nodes, topology and failures (None: quota alone)."""
     from sim.replay import replay
 
     hook_delay_ms, start_delay_ms, epoch_ms = timing
@@ -144,6 +257,7 @@ def _run(quota: Any, jobs: Any, timing: tuple[int, int, int], journal: Any, show
             on_progress=on_progress,
             checkpoint_aware_victims=aware,
             epoch_ms=epoch_ms,
+            nodes=nodes,
         )
 
 
@@ -169,6 +283,7 @@ def _run_with_ledger(
     show_progress: bool,
     config: tuple[str, str],
     aware: bool,
+    nodes: Any = None,
 ) -> Any:
     """The replay, written to the ledger as it runs; the quota file is recorded as applied at virtual time 0, so
     `kuota whatif` finds the file that was in force. `timing`: as `_run` takes it; the ledger's times are the
@@ -199,6 +314,7 @@ def _run_with_ledger(
                     quota, jobs, journal=journal, flush=ledger.flush, hook_delay_ms=hook_delay_ms,
                     start_delay_ms=start_delay_ms, on_progress=on_progress, checkpoint_aware_victims=aware,
                     epoch_ms=epoch_ms,
+                    nodes=nodes,
                 )  # fmt: skip
         finally:
             await ledger.close()
@@ -247,6 +363,26 @@ def _print_summary(summary: dict[str, Any], *, wide: bool = False) -> None:
         from kuota.commands._budget_output import budget_table
 
         console.print(budget_table("kuota simulate — budgets", summary["budgets"], wide=wide))
+    figures = summary.get("nodes")
+    if figures is not None:
+        console.print(_nodes_line(figures))
+
+
+def _nodes_line(nodes: dict[str, Any]) -> str:
+    """The run on nodes in two sentences: where gangs went and how fragmented the free GPUs were; what failed."""
+    text = (
+        f"nodes {nodes['nodes']} in {nodes['racks']} racks: {nodes['single_rack_admissions']:,} of "
+        f"{nodes['multi_node_admissions']:,} multi-node admissions in one rack ({nodes['single_rack_share']:.1%}); "
+        f"stranded free GPUs {nodes['mean_stranded_free_gpu_share']:.1%} on average, "
+        f"{nodes['mean_free_racks']} racks wholly free"
+    )
+    if "node_failures" in nodes:
+        text += (
+            f"; {nodes['node_failures']:,} node failures ({nodes['down_gpu_hours']:,} GPU-h down), "
+            f"{nodes['node_failure_evictions']:,} NodeFailure evictions, {nodes['restarts_in_place']:,} restarts in "
+            f"place, {nodes['failure_lost_gpu_hours']:,} GPU-h of work lost to failures"
+        )
+    return text
 
 
 def _figures_table(by: str, rows: dict[str, dict[str, Any]], columns: list[tuple[str, str]]) -> Any:
