@@ -301,6 +301,15 @@ def group_pod(name: str, *, gpus: int) -> dict[str, Any]:
 
 async def test_a_pod_group_is_let_go_pod_by_pod_onto_the_nodes_kuota_counted(pods_rig: Rig) -> None:
     rig = pods_rig
+
+    async def nodes_empty() -> bool:
+        # Earlier tests' namespaces are deleted asynchronously; their pods would change which rack is tightest.
+        # A new leader would also bind the placement recorded on an earlier test's Job that is still there.
+        bound = await client.CoreV1Api(rig.admin).list_pod_for_all_namespaces(field_selector="spec.nodeName!=")
+        jobs = await client.BatchV1Api(rig.admin).list_job_for_all_namespaces()
+        return not [p for p in bound.items if p.metadata.namespace != "kube-system"] and not jobs.items
+
+    await eventually(nodes_empty, timeout_s=120, what="no pod or Job of an earlier test left on the cluster")
     component = await rig.controller()
     cluster = await kube_cluster(component)
     await tenant_pod(rig, "gpu-node-004")  # rack-001 keeps 3 free nodes; rack-000 has 4
