@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -42,7 +41,6 @@ from queues.ledger_journal import LedgerJournal
 from queues.loop import ControllerLoop, LoopTimers, wall_clock_ms
 from quota.budgets import history_start
 from quota.config import QuotaConfig
-from quota.credits import UsageInterval
 from workloads.gates import GATED_POD, GatedKind
 from workloads.kind import JobKind
 from workloads.registry import Registry, enabled_kinds
@@ -214,19 +212,9 @@ class LeaderTerm:
         assert self.ledger is not None
         now = self.clock()
         half_life = controller.config.fair_sharing.usage_half_life
-        since = datetime.fromtimestamp(now / 1000, UTC) - timedelta(milliseconds=half_life * CREDIT_HISTORY_HALF_LIVES)
-        intervals = await repository.team_usage_intervals(self.ledger.engine, since)
+        since_ms = now - half_life * CREDIT_HISTORY_HALF_LIVES
         # A running workload's open interval ends "now" here: submitting it opens its usage again from now on.
-        controller.credits.load(
-            UsageInterval(
-                team=i.team,
-                resource=i.resource,
-                quantity_milli=i.quantity_milli,
-                start_ms=epoch_ms(i.started_at),
-                end_ms=epoch_ms(i.ended_at) if i.ended_at is not None else max(now, epoch_ms(i.started_at)),
-            )
-            for i in intervals
-        )
+        controller.credits.load(await usage_since(self.ledger.engine, since_ms, now))
 
 
 async def load_budget_spending(controller: Controller, engine: AsyncEngine, now: int) -> None:
