@@ -91,6 +91,11 @@ compares the result with `kuota manifests`, so this table cannot drift from the 
 - {kind: Pod, group: "", version: v1, plural: pods, gated: true, podsOnly: true}
 {{- end }}
 
+{{/* "true" when an enabled kind is held pod by pod by kuota's scheduling gate (its pods get rights and webhooks). */}}
+{{- define "kuota.anyGated" -}}
+{{- range (include "kuota.kinds" . | fromYamlArray) }}{{ if .gated }}true{{ end }}{{ end }}
+{{- end }}
+
 {{/* The kinds of .Values.kinds, in the registry's order; an unknown name stops the render, listing the known. */}}
 {{- define "kuota.kinds" -}}
 {{- $table := include "kuota.kindTable" . | fromYamlArray }}
