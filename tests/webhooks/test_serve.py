@@ -122,3 +122,23 @@ def test_component_selection(components: str, message: str) -> None:
 def test_default_components_are_all_three_and_need_their_files() -> None:
     result = CliRunner().invoke(app, ["serve"])
     assert result.exit_code == 2 and "needs --config" in result.stderr
+
+
+def test_a_port_in_use_is_one_error_line_and_exit_2() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = [
+            "serve",
+            "--components",
+            "admin",
+            "--cluster",
+            "sim",
+            "--config",
+            str(ROOT / "config/samples/org-quota.yaml"),
+        ]
+        args += ["--admin-host", "127.0.0.1", "--admin-port", str(port)]
+        done = subprocess.run([*KUOTA, *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"error: cannot listen on 127.0.0.1:{port}" in done.stderr and "Traceback" not in done.stderr
