@@ -147,21 +147,30 @@ def _flavors(workload: Workload) -> str:
 
 
 class EventJournal:
-    """The Journal that turns controller steps into Events on the Jobs."""
+    """The Journal that turns controller steps into Events on the Jobs.
+
+    Every Event is a request to kube-apiserver, so steps that happen together are told together: a Job admitted in
+    the first cycle that sees it gets `Admitted` alone (`Queued` is only news for a Job that waits, and is then
+    sent, with the time it was queued, once a cycle has passed it over); an eviction is one `Preempted` (or
+    `Evicted`) Event that says how the checkpoint was asked for and by when, and one `Suspended` Event that says how
+    the handshake ended (`CheckpointTimedOut`, a warning, when it did not). Three Events a preemption (with
+    `Requeued`), where each step alone made five; the ledger and the metrics still keep every step."""
 
     def __init__(self, recorder: EventRecorder) -> None:
         self.recorder = recorder
+        self._queued: dict[str, tuple[str, int]] = {}
+        """Workloads queued since the last cycle: their `Queued` Event waits to see whether they are admitted."""
+        self._evicting: dict[str, tuple[str, str]] = {}
+        """Victims whose eviction was issued: (reason, message), told with the checkpoint request that follows."""
+        self._handshake: dict[str, str] = {}
+        """Victims whose checkpoint handshake ended (acked or timed out): told with their suspension."""
 
     def workload_seen(self, workload: Workload, at: int) -> None:
         return None
 
     def queued(self, workload: Workload, position: int, at: int) -> None:
-        self.recorder.emit(
-            workload.name,
-            "Queued",
-            f"Queued in {workload.queue or workload.team} (team {workload.team}) at position {position}",
-            at,
-        )
+        message = f"Queued in {workload.queue or workload.team} (team {workload.team}) at position {position}"
+        self._queued[workload.name] = (message, at)
 
     def admitted(
         self,
@@ -171,6 +180,7 @@ class EventJournal:
         borrowed: Mapping[FlavorResource, int],
         at: int,
     ) -> None:
+        self._queued.pop(workload.name, None)  # admitted at once: nothing to say about waiting
         lent = " (borrowing from the cohort)" if any(borrowed.values()) else ""
         self.recorder.emit(
             workload.name,
@@ -180,36 +190,38 @@ class EventJournal:
         )
 
     def finished(self, workload: Workload, attempt: int, succeeded: bool, at: int) -> None:
+        self._queued.pop(workload.name, None)
         self.recorder.forget(workload.name)
 
     def preemption_issued(
         self, victim: Workload, attempt: int, preemptor: str | None, reason: PreemptionReason | str, at: int
     ) -> None:
-        if reason == PreemptionReason.PODS_READY_TIMEOUT:
-            message = "Evicted (PodsReadyTimeout): its pods were not all ready in time"
-            self.recorder.emit(victim.name, "Evicted", message, at, warning=True)
-            return
         if reason == PreemptionReason.NODE_FAILURE:
             return  # node_failed says it, naming the node
-        by = f"by {preemptor}" if preemptor else "by hand"
-        self.recorder.emit(victim.name, "Preempted", f"Preempted {by} ({reason})", at, warning=True)
+        if reason == PreemptionReason.PODS_READY_TIMEOUT:
+            told = ("Evicted", "Evicted (PodsReadyTimeout): its pods were not all ready in time")
+        else:
+            by = f"by {preemptor}" if preemptor else "by hand"
+            told = ("Preempted", f"Preempted {by} ({reason})")
+        # The controller asks for the checkpoint right after; both go in one Event.
+        self._evicting[victim.name] = told
 
     def checkpoint_requested(self, victim: Workload, attempt: int, deadline: int, via: str, at: int) -> None:
+        reason, message = self._evicting.pop(victim.name, ("CheckpointRequested", "Asked to stop"))
         self.recorder.emit(
             victim.name,
-            "CheckpointRequested",
-            f"Checkpoint requested via {via}; the Job is suspended at {rfc3339(deadline)} at the latest",
+            reason,
+            f"{message}; checkpoint requested via {via}, suspended at {rfc3339(deadline)} at the latest",
             at,
+            warning=reason != "CheckpointRequested",
         )
 
     def checkpoint_acked(self, victim: Workload, attempt: int, checkpoint_id: str | None, at: int) -> None:
         ident = f" {checkpoint_id}" if checkpoint_id else ""
-        self.recorder.emit(victim.name, "CheckpointAcked", f"Checkpoint{ident} done; suspending", at)
+        self._handshake[victim.name] = f"checkpoint{ident} done"
 
     def checkpoint_timed_out(self, victim: Workload, attempt: int, at: int) -> None:
-        self.recorder.emit(
-            victim.name, "CheckpointTimedOut", "No checkpoint before the deadline; suspending anyway", at, warning=True
-        )
+        self._handshake[victim.name] = ""
 
     def suspended(self, victim: Workload, attempt: int, lost_gpu_milliseconds: int, at: int) -> None:
         lost = (
@@ -217,7 +229,18 @@ class EventJournal:
             if lost_gpu_milliseconds
             else ""
         )
-        self.recorder.emit(victim.name, "Suspended", f"Suspended to free its quota{lost}", at)
+        handshake = self._handshake.pop(victim.name, None)
+        if handshake == "":
+            self.recorder.emit(
+                victim.name,
+                "CheckpointTimedOut",
+                f"No checkpoint before the deadline; suspended anyway to free its quota{lost}",
+                at,
+                warning=True,
+            )
+            return
+        after = f" ({handshake})" if handshake else ""
+        self.recorder.emit(victim.name, "Suspended", f"Suspended to free its quota{after}{lost}", at)
 
     def requeued(self, workload: Workload, attempt: int, eligible_at: int, at: int) -> None:
         wait = max(0, eligible_at - at) // 1000
@@ -244,7 +267,10 @@ class EventJournal:
         return None
 
     def cycle(self, heads: int, admitted: int, preempting: int, duration_s: float, at: int) -> None:
-        return None
+        # The cycle passed over the workloads queued before it without admitting them: now they wait.
+        queued, self._queued = self._queued, {}
+        for name, (message, queued_at) in queued.items():
+            self.recorder.emit(name, "Queued", message, queued_at)
 
     def decision_failed(self, workload: Workload, message: str, at: int) -> None:
         self.recorder.emit(

@@ -206,6 +206,15 @@ class Rig:
         events = await client.CoreV1Api(self.admin).list_namespaced_event(self.namespace)
         return [e.reason for e in events.items if e.involved_object.name == name]
 
+    async def told(self, name: str) -> dict[str, list[str]]:
+        """The messages of the Events on `name`, by reason."""
+        events = await client.CoreV1Api(self.admin).list_namespaced_event(self.namespace)
+        out: dict[str, list[str]] = {}
+        for e in events.items:
+            if e.involved_object.name == name:
+                out.setdefault(e.reason, []).append(e.message)
+        return out
+
     # Any kind, through the custom objects API (a batch/v1 Job too: for that API it is only a path).
 
     def _api(self, *, admin: bool = False) -> client.CustomObjectsApi:

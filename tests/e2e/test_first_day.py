@@ -124,9 +124,8 @@ def test_the_readme_walk(plane: ControlPlane, try_kuota: dict[str, str]) -> None
 
     def preempted_with_checkpoint() -> bool:
         events = kubectl_json(plane, "-n", "nlp", "get", "events")["items"]
-        reasons = {(e["involvedObject"]["name"], e["reason"]) for e in events}
-        victims = {name for name, reason in reasons if reason == "Preempted"}
-        asked = {name for name, reason in reasons if reason == "CheckpointRequested"}
-        return bool(victims & asked) and all(n.startswith("llm-sft-") for n in victims)
+        preempted = {e["involvedObject"]["name"]: e["message"] for e in events if e["reason"] == "Preempted"}
+        asked = {name for name, message in preempted.items() if "checkpoint requested via" in message}
+        return bool(asked) and all(n.startswith("llm-sft-") for n in preempted)
 
     until(preempted_with_checkpoint, what="a research Job preempted and asked to checkpoint")

@@ -43,8 +43,9 @@ async def test_a_gang_that_never_gets_ready_is_evicted_requeued_and_deactivated(
     assert marked == controller.manager.messages[name]
     # Events per Job are budgeted (10 at once): the first eviction's steps are told, and the deactivation always.
     await eventually(lambda: _told(rig, "stuck", "Deactivated"), what="the Deactivated Event")
-    reasons = await rig.reasons("stuck")
-    assert {"Admitted", "Evicted", "CheckpointRequested", "Suspended", "Requeued"} <= set(reasons), reasons
+    told = await rig.told("stuck")
+    assert {"Admitted", "Evicted", "CheckpointTimedOut", "Requeued"} <= set(told), told
+    assert any("PodsReadyTimeout" in m and "checkpoint requested via" in m for m in told["Evicted"]), told
 
     # It stays out: no third admission while deactivated.
     await asyncio.sleep(3)
