@@ -621,6 +621,11 @@ class KubeCluster:
     async def _admit(self, key: str, patch: Callable[[Obj | None], JSONPatch]) -> None:
         """The run patch; when the API server refuses it for good (the client has retried what can be retried),
         the admission is undone so the quota it holds is not lost."""
+        if key not in self.submitted:
+            # It ended (or was deleted) between the decision and this call, typically a requeued Job whose last pod
+            # completed as it was being suspended: the controller was told and gave its quota back; nothing to run.
+            log.info("admission_dropped_job_ended", job=key)
+            return
         try:
             await self._patch(key, patch)
         except asyncio.CancelledError:
