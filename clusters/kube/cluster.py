@@ -8,8 +8,9 @@ controller decides goes out as one patch per step, each scheduled as a task so e
 a patch holds is the kind's (workloads/):
 
 * admit: the kind's run patch (per pod set: the flavors' node selector and tolerations, the admitted count; for a
-  pod set placed by a topology, its domain's nodeSelector entry too) with the admission annotations (the placement
-  in `kuota.dev/topology-assignment`, clusters/kube/topology_assignment.py), as one JSON patch;
+  pod set placed by a topology, its domain's nodeSelector entry too, and kuota's scheduling gate, whose pods
+  clusters/kube/placed_pods.py lets go node by node) with the admission annotations (the placement in
+  `kuota.dev/topology-assignment`, clusters/kube/topology_assignment.py), as one JSON patch;
 * request_checkpoint: POST to `kuota.dev/checkpoint-url`, else stamp `kuota.dev/checkpoint-requested-at`; the job
   answers by setting `kuota.dev/checkpoint-completed-at` (and maybe `kuota.dev/checkpoint-id`);
 * suspend: the kind's stop patch; the workload counts as suspended once its kind reports it stopped.
