@@ -105,6 +105,8 @@ def bind_placement(snapshot: Snapshot, workload: Workload, assignment: Assignmen
 
 def nominate(snapshot: Snapshot, workload: Workload, team: Node, assigner: FlavorAssigner, full: Assignment) -> Entry:
     """The entry of a head whose flavor assignment put some pod set on a topology flavor."""
+    if _never_fits(snapshot, workload, full):
+        return Entry(workload, team, full)  # no victim could ever make room: none is searched for
     failed: list[Demand] = []
 
     def attempt(assignment: Assignment) -> Entry | None:
@@ -180,8 +182,31 @@ def _targets(
         if psa.name == missing.pod_set.name:
             flavor_frs.update((flavor, resource) for resource, flavor in psa.flavors.items())
     contested = quota_contested | frozenset(flavor_frs)
+    # Level by level as placement tries them (a `preferred` wish falls back to wider levels): the first level at
+    # which some domain can be freed wins, so victims are never taken to free a wider domain than needed.
+    for domains in placer.domain_levels(missing):
+        found = _free_one_domain(snapshot, workload, team, assignment, missing, contested, domains)
+        if found:
+            return found
+    return []
+
+
+def _free_one_domain(
+    snapshot: Snapshot,
+    workload: Workload,
+    team: Node,
+    assignment: Assignment,
+    missing: Demand,
+    contested: frozenset[FlavorResource],
+    domains: list[frozenset[str]],
+) -> list[Target]:
+    """The victims of the best search among `domains` (fewest victims, then lowest priorities, then the first), with
+    the head placed in that domain; [] when no search frees one."""
+    nodes = snapshot.nodes
+    assert nodes is not None
+    quota_contested = assignment.contested
     best: tuple[tuple[int, int, int], list[Target], frozenset[str]] | None = None
-    for index, domain in enumerate(placer.domains(missing)):
+    for index, domain in enumerate(domains):
         if not any(nodes.owners_on(node) for node in domain):
             continue  # nothing runs there: no victim could free it
 
@@ -214,6 +239,20 @@ def _targets(
     with snapshot.without(t.workload for t in found):
         place_all(snapshot, workload, assignment, missing.pod_set.name, domain)
     return found
+
+
+def _never_fits(snapshot: Snapshot, workload: Workload, assignment: Assignment) -> bool:
+    """Mark the pod sets that no domain their wish accepts could ever hold, whatever is evicted (as Kueue marks
+    such a workload inadmissible): the head does not fit, and says it never will on these nodes."""
+    placer = snapshot.placer
+    assert placer is not None
+    never = False
+    for psa, demand in _demands(placer, workload, assignment):
+        reason = placer.never_fits(demand)
+        if reason is not None:
+            psa.reasons.append(reason)
+            psa.failed = never = True
+    return never
 
 
 def _no_domain(assignment: Assignment, demand: Demand) -> None:
