@@ -105,15 +105,25 @@ def bind_placement(snapshot: Snapshot, workload: Workload, assignment: Assignmen
 
 def nominate(snapshot: Snapshot, workload: Workload, team: Node, assigner: FlavorAssigner, full: Assignment) -> Entry:
     """The entry of a head whose flavor assignment put some pod set on a topology flavor."""
-    if _never_fits(snapshot, workload, full):
-        return Entry(workload, team, full)  # no victim could ever make room: none is searched for
+    assert snapshot.placer is not None
+    placer: Placer = snapshot.placer
     failed: list[Demand] = []
+    never: list[tuple[Demand, str]] = []
+
+    def hopeless(missing: Demand | None) -> bool:
+        """Whether the pod set that found no room never could (checked only then: a head placed needs no check)."""
+        reason = placer.never_fits(missing) if missing is not None else None
+        if reason is not None and missing is not None:
+            never.append((missing, reason))
+        return reason is not None
 
     def attempt(assignment: Assignment) -> Entry | None:
         if assignment.mode is Mode.FIT:
             missing = place_all(snapshot, workload, assignment)
             if missing is None:
                 return Entry(workload, team, assignment)
+            if hopeless(missing):
+                return None  # no victim could ever make room: none is searched for
             targets = _targets(snapshot, workload, team, assignment, missing)
             if not targets:
                 failed.append(missing)
@@ -122,6 +132,8 @@ def nominate(snapshot: Snapshot, workload: Workload, team: Node, assigner: Flavo
             if not find_targets(snapshot, _quota_request(workload, team, assignment)):
                 return None  # no victims for the quota alone: it waits as any such head does
             missing = place_all(snapshot, workload, assignment)
+            if hopeless(missing):
+                return None
             targets = _targets(snapshot, workload, team, assignment, missing)
             if not targets and missing is not None:
                 failed.append(missing)
@@ -131,11 +143,14 @@ def nominate(snapshot: Snapshot, workload: Workload, team: Node, assigner: Flavo
     entry = attempt(full)
     if entry is not None:
         return entry
-    if partial.can_shrink(workload.pod_sets):
+    # The never-fits check counts a pod set at its smallest admissible count: fewer pods could not fit either.
+    if not never and partial.can_shrink(workload.pod_sets):
         shrunk = partial.search(workload.pod_sets, lambda counts: attempt(assigner.assign(counts)))
         if shrunk is not None:
             return shrunk
-    if failed:
+    if never:
+        _never_fits(full, *never[0])
+    elif failed:
         _no_domain(full, failed[0])
     return Entry(workload, team, full)
 
@@ -241,18 +256,13 @@ def _free_one_domain(
     return found
 
 
-def _never_fits(snapshot: Snapshot, workload: Workload, assignment: Assignment) -> bool:
-    """Mark the pod sets that no domain their wish accepts could ever hold, whatever is evicted (as Kueue marks
-    such a workload inadmissible): the head does not fit, and says it never will on these nodes."""
-    placer = snapshot.placer
-    assert placer is not None
-    never = False
-    for psa, demand in _demands(placer, workload, assignment):
-        reason = placer.never_fits(demand)
-        if reason is not None:
+def _never_fits(assignment: Assignment, demand: Demand, reason: str) -> None:
+    """Mark the pod set that no domain its wish accepts could ever hold, whatever is evicted (as Kueue marks such a
+    workload inadmissible): the head does not fit, and says it never will on these nodes."""
+    for psa in assignment.pod_sets:
+        if psa.name == demand.pod_set.name:
             psa.reasons.append(reason)
-            psa.failed = never = True
-    return never
+            psa.failed = True
 
 
 def _no_domain(assignment: Assignment, demand: Demand) -> None:
