@@ -89,8 +89,10 @@ class PlacedPods:
         self.pods.clear()
         for pod in items:
             self._file(pod)
-        for uid in [u for u in self.pins.pinned if not self._known(u)]:
+        present = {uid_of(pod) for pods in self.pods.values() for pod in pods.values()}
+        for uid in [u for u in self.pins.pinned if u not in present]:
             self.pins.forget(uid)
+        self.in_flight &= present
         for label in list(self.placed):
             self.sync(label)
 
@@ -114,9 +116,6 @@ class PlacedPods:
         label = _labels(pod).get(WORKLOAD_LABEL)
         if isinstance(label, str):
             self.pods.setdefault(label, {})[pod_name(pod)] = pod
-
-    def _known(self, uid: str) -> bool:
-        return any(uid_of(pod) == uid for pods in self.pods.values() for pod in pods.values())
 
     # -- letting pods go ----------------------------------------------------------------------------------------
 
