@@ -57,7 +57,11 @@ class Model:
         self.pins.forget(uid)
 
     def bind(self, which: int) -> None:
-        ungated = sorted(u for u, p in self.pods.items() if "nodeSelector" in p["spec"] and "nodeName" not in p["spec"])
+        ungated = sorted(
+            u
+            for u, p in self.pods.items()
+            if "nodeSelector" in p["spec"] and "nodeName" not in p["spec"] and p["status"]["phase"] == "Pending"
+        )
         if ungated:
             pod = self.pods[ungated[which % len(ungated)]]
             pod["spec"]["nodeName"] = pod["spec"]["nodeSelector"][HOSTNAME_LABEL]
