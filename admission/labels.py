@@ -6,6 +6,7 @@ Kueue's spellings are accepted on input so that Kueue users keep their manifests
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Final
 
 # Labels a user sets (queue and priority class are labels because selectors and matchConditions must see them).
@@ -56,6 +57,11 @@ KUEUE_POD_GROUP_TOTAL_COUNT: Final = "kueue.x-k8s.io/pod-group-total-count"
 # creates them with and only kuota removes, and the pod set a pod of a pod group belongs to (set by the webhook).
 SCHEDULING_GATE: Final = "kuota.dev/admission"
 POD_SET: Final = "kuota.dev/pod-set"
+# Set by kuota on the pod templates of a pod set it placed node by node (a topology flavor) of a kind with pod
+# templates (Job, JobSet, ...): the pod set's name. The template gets kuota's scheduling gate too, so its pods wait
+# until kuota lets each go onto a node of the placement; the label is how kuota's pod watch finds them (as a label,
+# so that a label selector keeps every other pod out of that watch) and which pod set each is.
+PLACED_POD_SET: Final = "kuota.dev/placed-pod-set"
 
 # On Namespaces: lets the webhook configurations send kuota every Job of a namespace the quota file manages.
 MANAGED_NAMESPACE_LABEL: Final = "kuota.dev/managed"
@@ -69,6 +75,14 @@ KUOTA_OWNED_ANNOTATIONS: Final = (
     DEACTIVATED,
     TOPOLOGY_ASSIGNMENT,
 )
+
+
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+
+
+def is_label_value(text: str) -> bool:
+    """Whether `text` is a valid Kubernetes label value (at most 63 of [A-Za-z0-9._-], alphanumeric at both ends)."""
+    return _LABEL_VALUE.fullmatch(text) is not None
 
 
 def workload_label_value(key: str) -> str:

@@ -115,6 +115,8 @@ class Placer:
         self._indexes: dict[tuple[object, ...], _RoomIndex] = {}
         self._skeletons: dict[tuple[object, ...], _Skeleton] = {}
         self._usage: dict[int, tuple[PodSet, dict[str, int]]] = {}
+        self._capacity: dict[tuple[object, ...], int] = {}
+        """The most pods of one shape that one domain at a depth could hold, every node empty (never_fits)."""
         self.topology_flavors = frozenset(f.name for f in config.flavors if config.topology_of(f.name) is not None)
         inventory.track_changes()
 
@@ -158,12 +160,12 @@ class Placer:
             found = self._eligible[key] = self._find_slots(demand)
         return found
 
-    def _find_slots(self, demand: Demand) -> list[_Slot]:
+    def _find_slots(self, demand: Demand, *, only_schedulable: bool = True) -> list[_Slot]:
         levels = demand.topology.levels
         selector = {**demand.pod_set.node_selector, **demand.node_labels}
         out: list[_Slot] = []
         for node in self.inventory:
-            if not node.schedulable:
+            if only_schedulable and not node.schedulable:
                 continue
             labels = node.labels
             if any(labels.get(k) != v for k, v in selector.items()):
@@ -264,18 +266,48 @@ class Placer:
             index.sync()
         return index
 
-    def domains(self, demand: Demand) -> list[frozenset[str]]:
-        """The node names of each domain a preemption search may free for `demand` (its wish's level; the whole
-        topology as one domain when it has no wish), whatever is running there now."""
+    def domain_levels(self, demand: Demand) -> list[list[frozenset[str]]]:
+        """The domains a preemption search may free for `demand`, level by level in the order placement tries them
+        (`required`: its level's; `preferred`: its level's, then each wider level's, then the whole topology as one
+        domain; no wish: the whole topology), each domain as the names of its nodes, whatever runs there now."""
         slots = self._slots(demand)
+        out: list[list[frozenset[str]]] = []
+        for depth in _depths(demand.pod_set.topology, demand.topology.levels):
+            groups: dict[tuple[str, ...], set[str]] = {}
+            for slot in slots:
+                groups.setdefault(slot.path[:depth], set()).add(slot.node.name)
+            out.append([frozenset(groups[key]) for key in sorted(groups)])
+        return out
+
+    def never_fits(self, demand: Demand) -> str | None:
+        """Why `demand` could never be placed, or None when it could: no domain its wish accepts (for `required`,
+        one of its level; otherwise the whole topology, where `preferred` ends) could hold its pods even with every
+        node of it empty. Nodes that take no work now (NotReady, cordoned) count: they may come back. Counted at
+        the pod set's smallest admissible count (partial admission may admit fewer pods)."""
+        count = demand.pod_set.min_count if demand.pod_set.min_count is not None else demand.count
         wish = demand.pod_set.topology
-        if wish is None or wish.level not in demand.topology.levels:
-            return [frozenset(s.node.name for s in slots)] if slots else []
-        depth = demand.topology.levels.index(wish.level) + 1
-        groups: dict[tuple[str, ...], set[str]] = {}
-        for slot in slots:
-            groups.setdefault(slot.path[:depth], set()).add(slot.node.name)
-        return [frozenset(groups[key]) for key in sorted(groups)]
+        required = wish is not None and wish.required and wish.level in demand.topology.levels
+        depth = demand.topology.levels.index(wish.level) + 1 if required and wish is not None else 0
+        key = (self._slot_key(demand), tuple(sorted(self._one(demand.pod_set).items())), depth)
+        largest = self._capacity.get(key)
+        if largest is None:
+            one = self._one(demand.pod_set)
+            held: dict[tuple[str, ...], int] = {}
+            for slot in self._find_slots(demand, only_schedulable=False):
+                domain = slot.path[:depth]
+                held[domain] = held.get(domain, 0) + _empty_room(slot.node, one)
+            largest = self._capacity[key] = max(held.values(), default=0)
+        if largest >= count:
+            return None
+        where = (
+            f"no {wish.level} domain of topology {demand.topology.name}"
+            if required and wish is not None
+            else f"the nodes of topology {demand.topology.name} together"
+        )
+        return (
+            f"can never fit: {where} could hold its {count} pods even with every node empty (at most {largest}); "
+            "ask for fewer or smaller pods, or a wider level"
+        )
 
 
 class _Skeleton:
@@ -421,6 +453,20 @@ class _RoomIndex:
                 domain = self.skeleton.keys[depth][first][-1]
                 return PodSetPlacement(self.topology.name, dict(sorted(nodes.items())), levels[depth - 1], domain)
         return PodSetPlacement(self.topology.name, dict(sorted(nodes.items())))
+
+
+def _empty_room(node: NodeState, one: Mapping[str, int]) -> int:
+    """How many pods of per-pod usage `one` a node holds with nothing on it."""
+    room: int | None = None
+    for resource, quantity in one.items():
+        have = node.allocatable.get(resource)
+        if have is None:
+            if resource == PODS:
+                continue  # a node that does not count pods does not limit them
+            return 0
+        fits = have // quantity
+        room = fits if room is None else min(room, fits)
+    return room if room is not None else 0
 
 
 def _depths(wish: TopologyRequest | None, levels: Sequence[str]) -> list[int]:

@@ -105,13 +105,25 @@ def bind_placement(snapshot: Snapshot, workload: Workload, assignment: Assignmen
 
 def nominate(snapshot: Snapshot, workload: Workload, team: Node, assigner: FlavorAssigner, full: Assignment) -> Entry:
     """The entry of a head whose flavor assignment put some pod set on a topology flavor."""
+    assert snapshot.placer is not None
+    placer: Placer = snapshot.placer
     failed: list[Demand] = []
+    never: list[tuple[Demand, str]] = []
+
+    def hopeless(missing: Demand | None) -> bool:
+        """Whether the pod set that found no room never could (checked only then: a head placed needs no check)."""
+        reason = placer.never_fits(missing) if missing is not None else None
+        if reason is not None and missing is not None:
+            never.append((missing, reason))
+        return reason is not None
 
     def attempt(assignment: Assignment) -> Entry | None:
         if assignment.mode is Mode.FIT:
             missing = place_all(snapshot, workload, assignment)
             if missing is None:
                 return Entry(workload, team, assignment)
+            if hopeless(missing):
+                return None  # no victim could ever make room: none is searched for
             targets = _targets(snapshot, workload, team, assignment, missing)
             if not targets:
                 failed.append(missing)
@@ -120,6 +132,8 @@ def nominate(snapshot: Snapshot, workload: Workload, team: Node, assigner: Flavo
             if not find_targets(snapshot, _quota_request(workload, team, assignment)):
                 return None  # no victims for the quota alone: it waits as any such head does
             missing = place_all(snapshot, workload, assignment)
+            if hopeless(missing):
+                return None
             targets = _targets(snapshot, workload, team, assignment, missing)
             if not targets and missing is not None:
                 failed.append(missing)
@@ -129,11 +143,14 @@ def nominate(snapshot: Snapshot, workload: Workload, team: Node, assigner: Flavo
     entry = attempt(full)
     if entry is not None:
         return entry
-    if partial.can_shrink(workload.pod_sets):
+    # The never-fits check counts a pod set at its smallest admissible count: fewer pods could not fit either.
+    if not never and partial.can_shrink(workload.pod_sets):
         shrunk = partial.search(workload.pod_sets, lambda counts: attempt(assigner.assign(counts)))
         if shrunk is not None:
             return shrunk
-    if failed:
+    if never:
+        _never_fits(full, *never[0])
+    elif failed:
         _no_domain(full, failed[0])
     return Entry(workload, team, full)
 
@@ -180,8 +197,31 @@ def _targets(
         if psa.name == missing.pod_set.name:
             flavor_frs.update((flavor, resource) for resource, flavor in psa.flavors.items())
     contested = quota_contested | frozenset(flavor_frs)
+    # Level by level as placement tries them (a `preferred` wish falls back to wider levels): the first level at
+    # which some domain can be freed wins, so victims are never taken to free a wider domain than needed.
+    for domains in placer.domain_levels(missing):
+        found = _free_one_domain(snapshot, workload, team, assignment, missing, contested, domains)
+        if found:
+            return found
+    return []
+
+
+def _free_one_domain(
+    snapshot: Snapshot,
+    workload: Workload,
+    team: Node,
+    assignment: Assignment,
+    missing: Demand,
+    contested: frozenset[FlavorResource],
+    domains: list[frozenset[str]],
+) -> list[Target]:
+    """The victims of the best search among `domains` (fewest victims, then lowest priorities, then the first), with
+    the head placed in that domain; [] when no search frees one."""
+    nodes = snapshot.nodes
+    assert nodes is not None
+    quota_contested = assignment.contested
     best: tuple[tuple[int, int, int], list[Target], frozenset[str]] | None = None
-    for index, domain in enumerate(placer.domains(missing)):
+    for index, domain in enumerate(domains):
         if not any(nodes.owners_on(node) for node in domain):
             continue  # nothing runs there: no victim could free it
 
@@ -214,6 +254,15 @@ def _targets(
     with snapshot.without(t.workload for t in found):
         place_all(snapshot, workload, assignment, missing.pod_set.name, domain)
     return found
+
+
+def _never_fits(assignment: Assignment, demand: Demand, reason: str) -> None:
+    """Mark the pod set that no domain its wish accepts could ever hold, whatever is evicted (as Kueue marks such a
+    workload inadmissible): the head does not fit, and says it never will on these nodes."""
+    for psa in assignment.pod_sets:
+        if psa.name == demand.pod_set.name:
+            psa.reasons.append(reason)
+            psa.failed = True
 
 
 def _no_domain(assignment: Assignment, demand: Demand) -> None:

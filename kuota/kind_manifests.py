@@ -56,7 +56,7 @@ def widen_rbac(documents: Iterable[Document], kinds: Iterable[JobKind]) -> list[
                     rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": list(POD_VERBS)})
                 rules.extend(_referenced_rules(kinds))
             if any(isinstance(kind, GatedKind) for kind in kinds):
-                # The gated kinds' pod rule grants all the node-failure pod rule does: one rule on pods is enough.
+                # The gated kinds' pod rule grants all the node and topology pod rule does: one rule on pods is enough.
                 rules = [r for r in rules if not _is_pod_read_rule(r)]
             document["rules"] = rules
         out.append(document)
@@ -65,7 +65,9 @@ def widen_rbac(documents: Iterable[Document], kinds: Iterable[JobKind]) -> list[
 
 def _is_pod_read_rule(rule: Mapping[str, Any]) -> bool:
     return (
-        rule.get("apiGroups") == [""] and rule.get("resources") == ["pods"] and rule.get("verbs") == ["list", "watch"]
+        rule.get("apiGroups") == [""]
+        and rule.get("resources") == ["pods"]
+        and rule.get("verbs") == ["list", "watch", "patch"]
     )
 
 

@@ -57,7 +57,7 @@ def test_trainjob_gets_list_and_watch_on_its_runtimes_and_webhooks_for_itself_on
         (["trainer.kubeflow.org"], ["clustertrainingruntimes"], ["list", "watch"]),
         ([""], ["events"], ["create"]),
         ([""], ["nodes"], ["list", "watch"]),
-        ([""], ["pods"], ["list", "watch"]),
+        ([""], ["pods"], ["list", "watch", "patch"]),
     ]
     for document in widen_webhooks(_documents("webhooks.yaml"), kinds):
         resources = {r["resources"][0] for hook in document["webhooks"] for r in hook["rules"]}

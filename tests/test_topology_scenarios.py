@@ -58,6 +58,8 @@ def test_every_placement_rule_has_a_scenario() -> None:
         "cycle-charges-placement",
         "reclaim-one-rack",
         "fair-sharing-reclaims-one-rack",
+        "preferred-preemption-falls-back",
+        "never-fits",
     ):
         assert f"topology-{rule}" in names
 

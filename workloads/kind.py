@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from admission.labels import PLACED_POD_SET, SCHEDULING_GATE
 from workloads.problems import JobProblem, JobProblemKind, not_a, short
 from workloads.quantities import is_map, mapping
 
@@ -124,6 +125,10 @@ class Placement:
     """Set when partial admission admitted fewer pods than the pod set asks for."""
     labels: Mapping[str, str] = field(default_factory=dict)
     """Labels the pods get (kuota's `kuota.dev/workload`), set on the pod template's metadata."""
+    gated: bool = False
+    """Whether the pods wait behind kuota's scheduling gate, to be let go one by one onto the nodes of a placement
+    (a pod set placed node by node by a topology): the template gets the gate and the `kuota.dev/placed-pod-set`
+    label naming its pod set; when False, a template keeps neither (an earlier admission's are taken away)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,6 +382,24 @@ def label_ops(obj: Mapping[str, Any], at: Path, labels: Mapping[str, str]) -> JS
     ]
 
 
+def gate_ops(obj: Mapping[str, Any], template: PodTemplate, gated: bool) -> JSONPatch:
+    """JSON patch ops that give a pod template kuota's scheduling gate (`gated`) or take it away, keeping every
+    other gate: a template is admitted gated onto one placement and may be admitted ungated after a requeue."""
+    existing = mapping(template.spec).get("schedulingGates")
+    gates = (
+        [g for g in existing if not (is_map(g) and g.get("name") == SCHEDULING_GATE)]
+        if isinstance(existing, list)
+        else []
+    )
+    wanted = [*gates, {"name": SCHEDULING_GATE}] if gated else gates
+    if isinstance(existing, list) and existing == wanted:
+        return []
+    if not isinstance(existing, list) and not wanted:
+        return []
+    where = pointer((*template.path, "schedulingGates"))
+    return [{"op": "add", "path": where, "value": wanted}] if wanted else [{"op": "remove", "path": where}]
+
+
 class SuspendFieldKind(JobKind):
     """A kind whose operator holds an object back while a boolean is true (`suspend_path`)."""
 
@@ -421,9 +444,18 @@ class SuspendFieldKind(JobKind):
                 )
             if placement.count is not None and template.scaled is not None and placement.count != template.count:
                 ops.append({"op": "add", "path": pointer(template.scaled), "value": placement.count})
-            if placement.labels and template.path[-1:] == ("spec",):
+            if template.path[-1:] == ("spec",):
                 # The PodSpec's parent is the PodTemplateSpec, whose metadata the pods are made with.
-                ops.extend(label_ops(obj, template.path[:-1], placement.labels))
+                ops.extend(gate_ops(obj, template, placement.gated))
+                labels = {**placement.labels, **({PLACED_POD_SET: template.name} if placement.gated else {})}
+                if labels:
+                    ops.extend(label_ops(obj, template.path[:-1], labels))
+                if not placement.gated and PLACED_POD_SET in mapping(
+                    value_at(obj, (*template.path[:-1], "metadata", "labels"))
+                ):
+                    ops.append(
+                        {"op": "remove", "path": pointer((*template.path[:-1], "metadata", "labels", PLACED_POD_SET))}
+                    )
         ops.extend(set_ops(obj, self.suspend_path, False))
         return ops
 

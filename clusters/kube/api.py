@@ -396,13 +396,20 @@ class KubeApi:
             )
 
     async def patch_object(
-        self, kind: JobKind, namespace: str, name: str, patch: Obj | Callable[[Obj | None], JSONPatch]
+        self,
+        kind: JobKind,
+        namespace: str,
+        name: str,
+        patch: Obj | Callable[[Obj | None], JSONPatch],
+        *,
+        reread: bool = True,
     ) -> Obj:
         """A merge patch (a mapping), or a JSON patch computed from the object as it is (a function of it).
 
         A JSON patch names list positions and expects what it changes to be there, so it is made from the object
         the watch last saw (the function gets None) and, on 409 or 422, from the object read again (the function
-        gets it). A merge patch is absolute and is simply sent again after a conflict.
+        gets it). A merge patch is absolute and is simply sent again after a conflict. Without `reread` the 409 or
+        422 is raised instead (the caller waits for its watch: no `get` right needed).
         """
         what = f"patch {kind.plural} {namespace}/{name}"
         current: Obj | None = None
@@ -411,10 +418,11 @@ class KubeApi:
             try:
                 return await self.call(what, self._patcher(kind, namespace, name, body, content_type))
             except Invalid:
-                if not callable(patch):
+                if not callable(patch) or not reread:
                     raise
             except Conflict:
-                pass
+                if not reread:
+                    raise
             current = await self.get_object(kind, namespace, name)
         raise Conflict(409, f"{kind.plural} {namespace}/{name} kept conflicting")
 

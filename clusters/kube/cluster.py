@@ -8,8 +8,9 @@ controller decides goes out as one patch per step, each scheduled as a task so e
 a patch holds is the kind's (workloads/):
 
 * admit: the kind's run patch (per pod set: the flavors' node selector and tolerations, the admitted count; for a
-  pod set placed by a topology, its domain's nodeSelector entry too) with the admission annotations (the placement
-  in `kuota.dev/topology-assignment`, clusters/kube/topology_assignment.py), as one JSON patch;
+  pod set placed by a topology, its domain's nodeSelector entry too, and kuota's scheduling gate, whose pods
+  clusters/kube/placed_pods.py lets go node by node) with the admission annotations (the placement in
+  `kuota.dev/topology-assignment`, clusters/kube/topology_assignment.py), as one JSON patch;
 * request_checkpoint: POST to `kuota.dev/checkpoint-url`, else stamp `kuota.dev/checkpoint-requested-at`; the job
   answers by setting `kuota.dev/checkpoint-completed-at` (and maybe `kuota.dev/checkpoint-id`);
 * suspend: the kind's stop patch; the workload counts as suspended once its kind reports it stopped.
@@ -45,9 +46,11 @@ from admission.labels import (
     CHECKPOINT_REQUESTED_AT,
     CHECKPOINT_URL,
     DEACTIVATED,
+    PLACED_POD_SET,
     QUEUE_LABEL,
     TOPOLOGY_ASSIGNMENT,
     WORKLOAD_LABEL,
+    is_label_value,
     workload_label_value,
 )
 from admission.nodes import NodeInventory
@@ -63,6 +66,7 @@ from clusters.kube.api import KubeApi, NotFound, status_of
 from clusters.kube.events import rfc3339
 from clusters.kube.gated import GatedWorkloads
 from clusters.kube.nodes import BOUND_POD_SELECTOR, BOUND_PODS, NODES, NodeWatch
+from clusters.kube.placed_pods import PlacedPods
 from clusters.kube.topology_assignment import Assigned, assignment_of, without_pin
 from clusters.kube.topology_assignment import encode as encode_assignment
 from clusters.kube.topology_assignment import pinned as pin_to_domain
@@ -90,6 +94,8 @@ PODS = GATED_POD.plural
 #: The reflectors of the nodes and of the pods bound to them (when the quota file turns node features on).
 NODE_REFLECTOR = "Node"
 BOUND_POD_REFLECTOR = "BoundPod"
+#: The reflector of the pods of pod sets placed node by node (kinds with pod templates), when a flavor has a topology.
+PLACED_POD_REFLECTOR = "PlacedPod"
 
 
 class Unplaceable(Exception):
@@ -145,6 +151,9 @@ class KubeCluster:
         """The API calls the controller's commands made, each a task so that every command returns at once."""
         self.gated = GatedWorkloads(self)
         """The workloads of kinds held back pod by pod (clusters/kube/gated.py)."""
+        self.placed_pods: PlacedPods | None = None
+        """The gated pods of pod sets placed node by node, of kinds with pod templates (clusters/kube/placed_pods.py),
+        when a flavor has a topology at start (like the kinds, decided once: the watch is made for it)."""
         self.reflectors = {
             kind.kind: self._reflector(kind)
             for kind in self.kinds
@@ -164,6 +173,11 @@ class KubeCluster:
             self.reflectors[NODE_REFLECTOR] = Reflector(api, NODES, self.nodes.nodes_listed, self.nodes.node_event)
             self.reflectors[BOUND_POD_REFLECTOR] = Reflector(
                 api, BOUND_PODS, self.nodes.pods_listed, self.nodes.pod_event, field_selector=BOUND_POD_SELECTOR
+            )
+        if any(f.topology for f in config().flavors):
+            self.placed_pods = PlacedPods(self)
+            self.reflectors[PLACED_POD_REFLECTOR] = Reflector(
+                api, GATED_POD, self.placed_pods.pods_listed, self.placed_pods.pod_event, label_selector=PLACED_POD_SET
             )
         self.referenced_kinds: dict[str, ReferencedKind] = {
             referenced.kind: referenced for kind in self.kinds for referenced in kind.referenced_kinds
@@ -336,6 +350,7 @@ class KubeCluster:
         return lambda reference: seen[reference] if reference in seen else self.referenced.get(reference)
 
     def deleted(self, key: str) -> None:
+        self._release(key)
         self.jobs.pop(key, None)
         self.waiting.pop(key, None)
         self.read_with.pop(key, None)
@@ -424,6 +439,7 @@ class KubeCluster:
 
     def finished(self, key: str, succeeded: bool) -> None:
         """A submitted workload has ended: told once, and not submitted again while its object stays."""
+        self._release(key)
         self.submitted.discard(key)
         self.done.add(key)
         self.suspending.discard(key)
@@ -478,6 +494,8 @@ class KubeCluster:
         suspended = kind.is_suspended(obj)
         earlier = read_assignment(job_annotations(obj))
         if flavor and not suspended:
+            if self.placed_pods is not None:  # its gated pods (made after a restart) go where they were counted
+                self.placed_pods.place(key, {name: a.placement for name, a in earlier.items()})
             return self.with_admission(workload, flavor, earlier)
         if flavor:
             # Requeued after a preemption: the selectors still hold the last flavors' labels and the domain it was
@@ -519,6 +537,10 @@ class KubeCluster:
         )
 
         resolve = self._resolver(key)
+        # Pod sets placed node by node are admitted behind kuota's scheduling gate, and their pods let go one by one
+        # onto the nodes counted (clusters/kube/placed_pods.py); one whose name is no label value cannot be told
+        # apart by its pods' label, and is pinned to its domain only.
+        gated = {name: p for name, p in placed.items() if self.placed_pods is not None and is_label_value(name)}
 
         def run_patch(current: Obj | None) -> JSONPatch:
             obj = current if current is not None else (self.jobs.get(key) or {})
@@ -532,7 +554,7 @@ class KubeCluster:
                     # Pinned to its domain; inside it the kube-scheduler picks the nodes.
                     selector, added = pin_to_domain(selector, placed[name])
                     assigned[name] = Assigned(placed[name], added)
-                where[name] = dataclasses.replace(placement, node_selector=selector, labels=labels)
+                where[name] = dataclasses.replace(placement, node_selector=selector, labels=labels, gated=name in gated)
             missing = [p.name for p in workload.pod_sets if p.name not in where]
             if missing:
                 # Letting it run would start those pods on no flavor's nodes: the admission fails instead.
@@ -541,6 +563,8 @@ class KubeCluster:
             return annotation_ops(obj, {**annotations, TOPOLOGY_ASSIGNMENT: encode_assignment(assigned)}) + ops
 
         self.suspending.discard(key)
+        if self.placed_pods is not None:
+            self.placed_pods.place(key, gated)
         self.spawn(self._admit(key, run_patch), f"admit {key}")
 
     def request_checkpoint(self, workload: Workload, deadline: int, reason: str, preemptor: str | None) -> str:
@@ -561,6 +585,7 @@ class KubeCluster:
             self.gated.stop(key)
             return
         self.suspending.add(key)
+        self._release(key)
         kind = self._kind(key)
         self.spawn(
             self._patch(key, lambda current: kind.stop_patch(current or self.jobs.get(key) or {})), f"suspend {key}"
@@ -601,6 +626,11 @@ class KubeCluster:
             "uid": metadata.get("uid"),
         }
 
+    def _release(self, key: str) -> None:
+        """No gated pod of the workload is let go any more (it was stopped, ended or went)."""
+        if self.placed_pods is not None:
+            self.placed_pods.release(key)
+
     def _kind(self, key: str) -> JobKind:
         name = split_key(key)[0]
         kind = self.kinds.for_workload(name)
@@ -632,6 +662,7 @@ class KubeCluster:
             raise
         except Exception as exc:
             log.error("admission_failed", job=key, status=status_of(exc), error=str(exc)[:300])
+            self._release(key)
             if self.controller is not None and key in self.submitted:
                 self.controller.admission_failed(key, self.clock())
                 self.wake()

@@ -42,8 +42,9 @@ from admission.workload import Workload
 from clusters.kube.admitted import admission_annotations, annotation_ops, pod_placement
 from clusters.kube.api import NotFound, status_of
 from clusters.kube.events import rfc3339
+from clusters.kube.node_pins import NodePins, uid_of
 from clusters.kube.pod_groups import PodGroups
-from clusters.kube.topology_assignment import HOSTNAME_LABEL, Assigned, assignment_of, encode, next_nodes
+from clusters.kube.topology_assignment import HOSTNAME_LABEL, Assigned, assignment_of, encode
 from clusters.kube.topology_assignment import read_annotation as read_assignment
 from workloads.gates import (
     GATED_POD,
@@ -77,24 +78,9 @@ class Admitted(NamedTuple):
     """Per pod set placed on nodes by a topology: its placement (each of its pods is pinned to the domain)."""
 
 
-def _uid(obj: Mapping[str, Any]) -> str:
-    uid = (obj.get("metadata") or {}).get("uid")
-    return uid if isinstance(uid, str) else ""
-
-
 def _completed_at(obj: Mapping[str, Any]) -> str:
     value = job_annotations(obj).get(CHECKPOINT_COMPLETED_AT)
     return value if isinstance(value, str) else ""
-
-
-def _node_of(pod: Mapping[str, Any], by_hostname: Mapping[str, str]) -> str | None:
-    """The node a pod let go runs on, or was pinned to (its hostname selector), among a placement's nodes."""
-    spec = pod.get("spec") or {}
-    bound = spec.get("nodeName")
-    if isinstance(bound, str) and bound:
-        return bound
-    selector = spec.get("nodeSelector") or {}
-    return by_hostname.get(str(selector.get(HOSTNAME_LABEL))) if isinstance(selector, dict) else None
 
 
 def group_view(group: Group) -> Obj:
@@ -119,9 +105,8 @@ class GatedWorkloads:
         """Admitted workloads whose gated pods kuota lets go, by key."""
         self.in_flight: set[str] = set()
         """Uids of pods being let go or deleted: not patched twice before the watch shows the result."""
-        self.pinned: dict[str, str] = {}
-        """Uids of gated pods being let go onto a node of their placement → that node (until the watch shows them
-        ungated, with the node in their selector)."""
+        self.pins = NodePins(cluster.node_inventory)
+        """The node each gated pod of a placed pod set is let go onto (clusters/kube/node_pins.py)."""
 
     def kind(self, key: str) -> GatedKind:
         kind = self.cluster.kinds.for_workload(split_key(key)[0])
@@ -139,8 +124,8 @@ class GatedWorkloads:
 
     def pod_event(self, event: str, pod: Obj) -> None:
         if event == "DELETED" or not is_gated(pod):
-            self.in_flight.discard(_uid(pod))
-            self.pinned.pop(_uid(pod), None)
+            self.in_flight.discard(uid_of(pod))
+            self.pins.forget(uid_of(pod))
         touched = self.groups.pod_gone(pod) if event == "DELETED" else self.groups.pod_seen(pod)
         self._sync_all(touched)
 
@@ -271,12 +256,12 @@ class GatedWorkloads:
         admitted = self.admitted.get(key)
         if admitted is None or key in self.cluster.suspending:
             return
-        gated = [p for p in group.pods if is_gated(p) and not is_deleting(p) and _uid(p) not in self.in_flight]
+        gated = [p for p in group.pods if is_gated(p) and not is_deleting(p) and uid_of(p) not in self.in_flight]
         if not gated:
             return
         pod_set_of = kind.read_group(group).pod_set_of
         config = self.cluster.config()
-        hosts = self._hosts(key, group, pod_set_of, admitted, gated)
+        hosts = self._hosts(group, pod_set_of, admitted, gated)
         for pod in gated:
             pod_set = pod_set_of.get(pod_name(pod), "")
             placement = pod_placement(pod, pod_set, config, admitted.flavors)
@@ -285,49 +270,25 @@ class GatedWorkloads:
                 # Pinned to its pod set's domain, and to the node the placement counted it on (as Kueue's TAS
                 # ungates pods onto hostnames), so that the nodes kuota counts are the nodes the pods run on.
                 selector.update(admitted.assignment[pod_set].placement.node_selector())
-                node = hosts.get(_uid(pod))
+                node = hosts.get(uid_of(pod))
                 if node is None:
                     continue  # the placement has no node left for it yet: it waits, gated, for a pod to go
-                self.pinned[_uid(pod)] = node
-                selector[HOSTNAME_LABEL] = self._hostname(node)
+                selector[HOSTNAME_LABEL] = self.pins.pin(pod, node)
             placement = dataclasses.replace(
                 placement, node_selector=selector, labels={WORKLOAD_LABEL: workload_label_value(key)}
             )
-            self.in_flight.add(_uid(pod))
+            self.in_flight.add(uid_of(pod))
             self.cluster.spawn(self._ungate(key, pod, placement, admitted.annotations), f"admit {key} pod")
 
-    def _hostname(self, node: str) -> str:
-        inventory = self.cluster.node_inventory()
-        state = inventory.node(node) if inventory is not None else None
-        return state.labels.get(HOSTNAME_LABEL, node) if state is not None else node
-
     def _hosts(
-        self,
-        key: str,
-        group: Group,
-        pod_set_of: Mapping[str, str],
-        admitted: Admitted,
-        gated: list[Mapping[str, Any]],
+        self, group: Group, pod_set_of: Mapping[str, str], admitted: Admitted, gated: list[Mapping[str, Any]]
     ) -> dict[str, str]:
-        """For the gated pods of placed pod sets, by uid, the node each goes to: the placement's pods per node, less
-        the pods of that pod set already let go onto each node (or on their way there)."""
+        """For the gated pods of placed pod sets, by uid, the node each goes to (clusters/kube/node_pins.py)."""
         out: dict[str, str] = {}
         for pod_set, assigned in admitted.assignment.items():
-            counts = assigned.placement.nodes
-            by_hostname = {self._hostname(node): node for node in counts}
-            taken: dict[str, int] = {}
-            for pod in group.pods:
-                if pod_set_of.get(pod_name(pod)) != pod_set or is_deleting(pod) or not holds_resources(pod):
-                    continue
-                node = self.pinned.get(_uid(pod)) if is_gated(pod) else _node_of(pod, by_hostname)
-                if node is not None:
-                    taken[node] = taken.get(node, 0) + 1
-            waiting = sorted(
-                (p for p in gated if pod_set_of.get(pod_name(p)) == pod_set and _uid(p) not in self.pinned),
-                key=pod_name,
-            )
-            for pod, node in zip(waiting, next_nodes(counts, taken, len(waiting)), strict=False):
-                out[_uid(pod)] = node
+            mine = [p for p in group.pods if pod_set_of.get(pod_name(p)) == pod_set]
+            waiting = [p for p in gated if pod_set_of.get(pod_name(p)) == pod_set]
+            out.update(self.pins.choose(assigned.placement.nodes, mine, waiting))
         return out
 
     async def _merge(self, namespace: str, name: str, body: Obj) -> None:
@@ -343,18 +304,18 @@ class GatedWorkloads:
             seen = current if current is not None else pod
             # Each op was made for the pod it is sent to (on a retry, the pod read again: one created again under
             # the same name is the workload's too, and is let go alike).
-            ops: JSONPatch = [{"op": "test", "path": "/metadata/uid", "value": _uid(seen)}]
+            ops: JSONPatch = [{"op": "test", "path": "/metadata/uid", "value": uid_of(seen)}]
             return ops + annotation_ops(seen, annotations) + ungate_patch(seen, placement)
 
         try:
             await self.cluster.api.patch_object(GATED_POD, namespace, name, patch)
             self.cluster.patches += 1
         except NotFound:
-            self.in_flight.discard(_uid(pod))  # gone: the watch says what happens next
-            self.pinned.pop(_uid(pod), None)
+            self.in_flight.discard(uid_of(pod))  # gone: the watch says what happens next
+            self.pins.forget(uid_of(pod))
         except Exception as exc:
-            self.in_flight.discard(_uid(pod))
-            self.pinned.pop(_uid(pod), None)
+            self.in_flight.discard(uid_of(pod))
+            self.pins.forget(uid_of(pod))
             log.error("admission_failed", job=key, pod=name, status=status_of(exc), error=str(exc)[:300])
             cluster = self.cluster
             if cluster.controller is not None and key in cluster.submitted and key in self.admitted:
@@ -366,7 +327,7 @@ class GatedWorkloads:
 
     def _delete_pods(self, key: str, pods: list[Mapping[str, Any]]) -> None:
         for pod in pods:
-            uid = _uid(pod)
+            uid = uid_of(pod)
             self.in_flight.add(uid)
             namespace = (pod.get("metadata") or {}).get("namespace", "")
             self.cluster.spawn(

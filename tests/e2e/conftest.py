@@ -386,7 +386,7 @@ async def rig_on(
 # Every kind: the CRDs, alice's rights on them, kuota's widened role.
 
 
-def _alice_may_use_the_kinds() -> dict[str, Any]:
+def alice_may_use_the_kinds() -> dict[str, Any]:
     """What each operator's chart ships for its kinds: aggregated into the built-in `edit` role."""
     kinds = [kind(k) for k in QUEUED if kind(k).group not in ("", "batch")]  # `edit` has Jobs and Pods
     return {
@@ -411,7 +411,7 @@ def kinds_plane(control_plane: ControlPlane) -> Iterator[ControlPlane]:
     """The session's control plane with the kinds' CRDs, and kuota's ClusterRole widened to them for this module
     (put back to config/deploy's Job-only role afterwards)."""
     control_plane.install_crds(crd_paths())
-    control_plane.apply([_alice_may_use_the_kinds()])
+    control_plane.apply([alice_may_use_the_kinds()])
     shipped = list(yaml.safe_load_all((DEPLOY / "rbac.yaml").read_text()))
     control_plane.apply(widen_rbac(shipped, REGISTRY.enabled(QUEUED)))
     try:

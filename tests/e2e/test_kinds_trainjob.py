@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from kubernetes_asyncio import client
 
+from admission.labels import WORKLOAD_LABEL, workload_label_value
 from tests.e2e.conftest import Rig, eventually
 from tests.kube.kinds import CRDS, Operator, from_file, kind
 
@@ -85,6 +86,9 @@ async def test_trainjob_waits_for_its_runtime_then_runs_on_the_admitted_flavor(k
         made = await operator.start("TrainJob", admitted)
         assert len(made) == 3
         await eventually(lambda: _all_bound(operator, "mnist", 3), what="the scheduler bound the 3 nodes")
+        # The pods carry kuota's workload label from its runtime patch: a failed node names the TrainJob.
+        for bound in await operator.pods("mnist"):
+            assert bound["metadata"]["labels"][WORKLOAD_LABEL] == workload_label_value(key)
         await operator.succeed("TrainJob", await krig.get("TrainJob", "mnist"))
         await eventually(lambda: key not in runtime_state.controller.manager.workloads, what="quota released")
         assert {"Admitted"} <= await _reasons(krig, "mnist")

@@ -11,11 +11,12 @@ kuota must count.
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +25,31 @@ import yaml
 from kubernetes_asyncio import client
 from sqlalchemy import create_engine, text
 
-from admission.labels import TOPOLOGY_ASSIGNMENT, TOPOLOGY_REQUIRED, WORKLOAD_LABEL, workload_label_value
+from admission.labels import (
+    PLACED_POD_SET,
+    SCHEDULING_GATE,
+    TOPOLOGY_ASSIGNMENT,
+    TOPOLOGY_REQUIRED,
+    WORKLOAD_LABEL,
+    workload_label_value,
+)
 from clusters.kube.cluster import KubeCluster
 from clusters.kube.inventory import LiveInventory
 from clusters.kube.topology_assignment import decode
 from kuota.kind_manifests import widen_rbac
-from tests.e2e.conftest import DEPLOY, Rig, eventually, own_control_plane, rig_on, running, suspended
+from tests.e2e.conftest import (
+    DEPLOY,
+    Rig,
+    alice_may_use_the_kinds,
+    eventually,
+    own_control_plane,
+    rig_on,
+    running,
+    suspended,
+)
 from tests.kube.controlplane import ControlPlane
+from tests.kube.kinds import CRD_FILES, CRDS, Operator
+from tests.kube.manifests import Obj
 from workloads.registry import REGISTRY
 
 GPU = "nvidia.com/gpu"
@@ -74,19 +93,25 @@ async def rig(plane: ControlPlane, tmp_path: Path) -> AsyncIterator[Rig]:
         yield value
 
 
-@pytest.fixture
-async def pods_rig(plane: ControlPlane, tmp_path: Path) -> AsyncIterator[Rig]:
-    """The same, with plain pods and pod groups enabled: kuota's pod webhooks registered and its ClusterRole widened
-    as `kuota manifests --kinds Job,Pod` makes them (config/deploy's role put back afterwards)."""
+async def kinds_rig(plane: ControlPlane, tmp_path: Path, kinds: list[str], *extra: Obj) -> AsyncIterator[Rig]:
+    """The rig with `kinds` enabled: kuota's webhooks registered for them and its ClusterRole widened as `kuota
+    manifests --kinds` makes it, with `extra` objects applied too (config/deploy's role put back afterwards)."""
     shipped = list(yaml.safe_load_all((DEPLOY / "rbac.yaml").read_text()))
-    await asyncio.to_thread(plane.apply, widen_rbac(shipped, REGISTRY.enabled(["Job", "Pod"])))
+    await asyncio.to_thread(plane.apply, [*extra, *widen_rbac(shipped, REGISTRY.enabled(kinds))])
     template = tmp_path / "quota-template.yaml"
     template.write_text(QUOTA)
     try:
-        async for value in rig_on(plane, tmp_path, template=template, kinds=["Job", "Pod"]):
+        async for value in rig_on(plane, tmp_path, template=template, kinds=kinds):
             yield value
     finally:
         await asyncio.to_thread(plane.apply, shipped)
+
+
+@pytest.fixture
+async def pods_rig(plane: ControlPlane, tmp_path: Path) -> AsyncIterator[Rig]:
+    """The same, with plain pods and pod groups enabled (and so kuota's pod webhooks)."""
+    async for value in kinds_rig(plane, tmp_path, ["Job", "Pod"]):
+        yield value
 
 
 async def gang(rig: Rig, name: str, pods: int, *, priority: str | None = None, rack: bool = True) -> None:
@@ -302,24 +327,9 @@ def group_pod(name: str, *, gpus: int) -> dict[str, Any]:
 async def test_a_pod_group_is_let_go_pod_by_pod_onto_the_nodes_kuota_counted(pods_rig: Rig) -> None:
     rig = pods_rig
 
-    async def nodes_empty() -> bool:
-        # Earlier tests' namespaces are deleted asynchronously; their pods would change which rack is tightest.
-        # A new leader would also bind the placement recorded on an earlier test's Job that is still there.
-        bound = await client.CoreV1Api(rig.admin).list_pod_for_all_namespaces(field_selector="spec.nodeName!=")
-        jobs = await client.BatchV1Api(rig.admin).list_job_for_all_namespaces()
-        return not [p for p in bound.items if p.metadata.namespace != "kube-system"] and not jobs.items
-
-    await eventually(nodes_empty, timeout_s=120, what="no pod or Job of an earlier test left on the cluster")
-    component = await rig.controller()
-    cluster = await kube_cluster(component)
-    await tenant_pod(rig, "gpu-node-004")  # rack-001 keeps 3 free nodes; rack-000 has 4
-
-    def tenant_counted() -> bool:
-        inventory = cluster.node_inventory()
-        return inventory is not None and inventory.free("gpu-node-004").get(GPU) == 0
-
-    # The pod runs before kuota's watch may have delivered it on a loaded machine: the rack choice below needs it.
-    await eventually(tenant_counted, timeout_s=30, what="kuota's inventory counting the tenant's pod")
+    component, cluster = await leading_beside_a_tenant(
+        rig, "gpu-node-004"
+    )  # rack-001 keeps 3 free nodes; rack-000 has 4
     core = client.CoreV1Api(rig.user)
     # Half-node pods: the scheduler alone could spread them over four nodes of the rack; kuota counted two nodes.
     for index in range(4):
@@ -367,3 +377,218 @@ async def test_a_pod_group_is_let_go_pod_by_pod_onto_the_nodes_kuota_counted(pod
 async def _pod_gone(rig: Rig, name: str) -> bool:
     found = await client.CoreV1Api(rig.admin).list_namespaced_pod(rig.namespace, field_selector=f"metadata.name={name}")
     return not found.items
+
+
+# -- kinds with pod templates, placed pod by pod ----------------------------------------------------------------------
+
+
+async def cluster_empty(rig: Rig) -> None:
+    """Wait until no pod or Job of an earlier test is left: earlier tests' namespaces are deleted asynchronously, and
+    their pods would change which rack is tightest (a new leader would also bind an earlier Job's placement)."""
+
+    async def empty() -> bool:
+        bound = await client.CoreV1Api(rig.admin).list_pod_for_all_namespaces(field_selector="spec.nodeName!=")
+        jobs = await client.BatchV1Api(rig.admin).list_job_for_all_namespaces()
+        return not [p for p in bound.items if p.metadata.namespace != "kube-system"] and not jobs.items
+
+    await eventually(empty, timeout_s=120, what="no pod or Job of an earlier test left on the cluster")
+
+
+async def leading_beside_a_tenant(rig: Rig, node: str) -> tuple[Any, KubeCluster]:
+    """On a cluster left empty by earlier tests, kuota leading and another tenant's pod on `node`, counted in kuota's
+    inventory (the rack choice depends on it)."""
+    await cluster_empty(rig)
+    component = await rig.controller()
+    cluster = await kube_cluster(component)
+    await tenant_pod(rig, node)
+
+    def counted() -> bool:
+        inventory = cluster.node_inventory()
+        return inventory is not None and inventory.free(node).get(GPU) == 0
+
+    await eventually(counted, timeout_s=30, what=f"kuota's inventory counting the tenant's pod on {node}")
+    return component, cluster
+
+
+def per_node(pods: list[Obj]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for pod in pods:
+        out[pod["spec"]["nodeName"]] = out.get(pod["spec"]["nodeName"], 0) + 1
+    return out
+
+
+async def running_pods(list_pods: Any, count: int, what: str) -> list[Obj]:
+    """The `count` pods `list_pods()` returns once all are bound, running and not being deleted."""
+
+    async def found() -> list[Obj] | None:
+        pods = [
+            p
+            for p in await list_pods()
+            if p["spec"].get("nodeName")
+            and not p["metadata"].get("deletionTimestamp")
+            and p["status"].get("phase") == "Running"
+        ]
+        return pods if len(pods) == count else None
+
+    pods: list[Obj] = await eventually(found, timeout_s=60, what=what)
+    return pods
+
+
+def two_full_nodes(component: Any, key: str, pod_set: str, rack: str) -> Mapping[str, int]:
+    """The nodes kuota counted a pod set of four half-node pods on: two full nodes of `rack`, the tightest."""
+    admission = component.runtime.controller.manager.workloads[key].admission
+    assert admission is not None
+    counted: Mapping[str, int] = admission.placement[pod_set]
+    assert sorted(counted.values()) == [2, 2] and {RACK_OF[n] for n in counted} == {rack}, counted
+    return counted
+
+
+def assert_on_the_counted_nodes(pods: list[Obj], counted: Mapping[str, int], cluster: KubeCluster) -> None:
+    """Each pod runs on the node kuota counted it on, pinned there by its hostname and to its rack; kuota's view of
+    each node is what the scheduler did."""
+    assert per_node(pods) == dict(counted), "every pod on a node kuota counted it on, as many as counted there"
+    for pod in pods:
+        selector = pod["spec"]["nodeSelector"]
+        assert selector["kubernetes.io/hostname"] == pod["spec"]["nodeName"]
+        assert selector[RACK] == RACK_OF[pod["spec"]["nodeName"]]
+        assert not pod["spec"].get("schedulingGates"), "let go"
+    inventory = cluster.node_inventory()
+    assert inventory is not None
+    for node, there in counted.items():
+        assert inventory.free(node)[GPU] == 8_000 - 4_000 * there, "kuota's view is the scheduler's"
+
+
+async def test_a_job_whose_pods_spread_over_hosts_lands_on_the_counted_nodes_and_a_replacement_where_room_is(
+    rig: Rig,
+) -> None:
+    component, cluster = await leading_beside_a_tenant(
+        rig, "gpu-node-004"
+    )  # rack-001 keeps 3 free nodes; rack-000 has 4
+    # Four half-node pods in one rack: kube-scheduler alone would spread them over the rack's emptiest nodes
+    # (three or four of them); kuota counts two full nodes of the tightest rack, and its gate makes it so.
+    body = rig.manifest("spread", gpus=4, parallelism=4, completions=4, annotations={TOPOLOGY_REQUIRED: RACK})
+    body["spec"]["backoffLimit"] = 4  # a pod lost is made again
+    await rig.batch.create_namespaced_job(rig.namespace, body)
+    job = await rig.wait_job("spread", running, "admitted", timeout_s=40)
+    template = job["spec"]["template"]
+    assert {"name": SCHEDULING_GATE} in template["spec"]["schedulingGates"], "admitted behind kuota's gate"
+    assert template["metadata"]["labels"][PLACED_POD_SET] == "main"
+
+    pods = await running_pods(lambda: rig.pods("spread"), 4, "spread: four pods let go, bound and running")
+    counted = two_full_nodes(component, f"Job/{rig.namespace}/spread", "main", "rack-001")
+    assert "gpu-node-004" not in counted
+    assert_on_the_counted_nodes(pods, counted, cluster)
+
+    # A pod is lost: the Job controller makes another from the template (gated), and kuota lets it go where the
+    # lost one left room, never onto a node of the rack the placement did not count.
+    lost = next(p for p in pods if p["spec"]["nodeName"] == min(counted))
+    await client.CoreV1Api(rig.admin).delete_namespaced_pod(
+        lost["metadata"]["name"], rig.namespace, grace_period_seconds=0
+    )
+    again = await running_pods(lambda: rig.pods("spread"), 4, "spread: the lost pod made again, let go and running")
+    [replacement] = [p for p in again if p["metadata"]["uid"] not in {q["metadata"]["uid"] for q in pods}]
+    assert replacement["spec"]["nodeName"] == lost["spec"]["nodeName"]
+    assert_on_the_counted_nodes(again, counted, cluster)
+
+
+@pytest.fixture
+async def jobset_rig(plane: ControlPlane, tmp_path: Path) -> AsyncIterator[Rig]:
+    """The same quota file with JobSets enabled: JobSet's upstream CRD and alice's rights on it."""
+    await asyncio.to_thread(plane.install_crds, [CRDS / CRD_FILES["JobSet"]])
+    async for value in kinds_rig(plane, tmp_path, ["Job", "JobSet"], alice_may_use_the_kinds()):
+        yield value
+
+
+def jobset(name: str, namespace: str) -> Obj:
+    """alice's JobSet: two child Jobs of two half-node pods each, one pod set of four that must share a rack."""
+    pod = {
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.invalid/train:1",
+                "resources": {"requests": {"cpu": "1", GPU: "4"}, "limits": {GPU: "4"}},
+            }
+        ],
+    }
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"kuota.dev/queue": "ml"},
+            "annotations": {TOPOLOGY_REQUIRED: RACK},
+        },
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": 2,
+                    "template": {"spec": {"parallelism": 2, "completions": 2, "template": {"spec": pod}}},
+                }
+            ]
+        },
+    }
+
+
+async def test_a_jobset_whose_pods_spread_over_hosts_lands_on_the_counted_nodes(jobset_rig: Rig) -> None:
+    rig = jobset_rig
+    component, cluster = await leading_beside_a_tenant(
+        rig, "gpu-node-000"
+    )  # rack-000 keeps 3 free nodes; rack-001 has 4
+    job_kind = REGISTRY.get("JobSet")
+    assert job_kind is not None
+    await rig.create(jobset("train", rig.namespace))
+    admitted = await rig.wait("JobSet", "train", lambda o: not job_kind.is_suspended(o), "admitted", timeout_s=40)
+    [template] = job_kind.read_templates(admitted)
+    assert {"name": SCHEDULING_GATE} in template.spec["schedulingGates"]
+
+    # The test plays the JobSet controller: the pods made from the template as admitted, gated.
+    operator = Operator(rig.admin, rig.namespace)
+    await operator.start("JobSet", admitted)
+    pods = await running_pods(lambda: operator.pods("train"), 4, "train: four pods let go, bound and running")
+    counted = two_full_nodes(component, f"JobSet/{rig.namespace}/train", "workers", "rack-000")
+    assert_on_the_counted_nodes(pods, counted, cluster)
+
+    # One pod lost and made again by the operator: it goes where the lost one left room.
+    lost = next(p for p in pods if p["spec"]["nodeName"] == max(counted))
+    core = client.CoreV1Api(rig.admin)
+    await core.delete_namespaced_pod(lost["metadata"]["name"], rig.namespace, grace_period_seconds=0)
+    await eventually(lambda: _pod_gone(rig, lost["metadata"]["name"]), timeout_s=30, what="the lost pod gone")
+    index = int(lost["metadata"]["name"].rsplit("-", 1)[1])
+    await core.create_namespaced_pod(
+        rig.namespace, operator.pod(admitted, template, index, operator.owner("JobSet", admitted))
+    )
+    again = await running_pods(lambda: operator.pods("train"), 4, "train: the lost pod made again and running")
+    replacement = next(p for p in again if p["metadata"]["name"] == lost["metadata"]["name"])
+    assert replacement["spec"]["nodeName"] == lost["spec"]["nodeName"]
+    assert_on_the_counted_nodes(again, counted, cluster)
+
+
+async def test_without_patch_on_pods_a_placed_gang_stays_gated_and_runs_once_it_is_back(rig: Rig) -> None:
+    """The verb the shipped ClusterRole grants for this is used: taken away, kube-apiserver refuses kuota's ungate
+    patches and the pods wait behind the gate; given back, the same process lets them go."""
+    await cluster_empty(rig)
+    shipped = list(yaml.safe_load_all((DEPLOY / "rbac.yaml").read_text()))
+    bare = copy.deepcopy(shipped)
+    for document in bare:
+        if document.get("kind") == "ClusterRole":
+            for rule in document["rules"]:
+                if rule["resources"] == ["pods"]:
+                    rule["verbs"] = [v for v in rule["verbs"] if v != "patch"]
+    await asyncio.to_thread(rig.plane.apply, bare)
+    try:
+        await asyncio.sleep(1.0)  # the RBAC authorizer's caches follow the change
+        proxy = await rig.proxy()
+        await rig.controller(via=proxy)
+        await gang(rig, "held", 2)
+        await rig.wait_job("held", running, "admitted", timeout_s=40)
+        await eventually(
+            lambda: proxy.answered["patch", "pods", 403] > 0, timeout_s=30, what="kuota's ungate patch refused"
+        )
+        pods = await rig.pods("held")
+        assert len(pods) == 2 and all(p["spec"].get("schedulingGates") and not p["spec"].get("nodeName") for p in pods)
+    finally:
+        await asyncio.to_thread(rig.plane.apply, shipped)
+    await nodes_of(rig, "held", 2)

@@ -23,7 +23,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.kube.manifests import Obj
-from workloads.kind import JobKind, Reference, Resolve, SuspendFieldKind, value_at
+from workloads.kind import JobKind, PodTemplate, Reference, Resolve, SuspendFieldKind, value_at
 from workloads.registry import REGISTRY
 
 CRDS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "crds"
@@ -189,26 +189,48 @@ class Operator:
     async def start(self, kind_name: str, obj: Obj) -> list[str]:
         """The pods of a started object, made from its pod templates as admitted, and its running status."""
         job_kind = kind(kind_name)
-        name, uid = obj["metadata"]["name"], obj["metadata"]["uid"]
-        owner = {"apiVersion": job_kind.api_version, "kind": kind_name, "name": name, "uid": uid, "controller": True}
+        name, owner = obj["metadata"]["name"], self.owner(kind_name, obj)
         core = client.CoreV1Api(self.api)
         made: list[str] = []
         active: dict[str, int] = {}
         for template in job_kind.read_templates(obj, await self._resolver(job_kind, obj)):
-            spec = copy.deepcopy(dict(template.spec))
-            spec.update(_trainer_runtime_patch(obj, template.name))
-            spec.setdefault("restartPolicy", "Never")
             for index in range(template.count):
-                pod_name = f"{name}-{template.name}-{index}".lower().replace("_", "-")
-                body = {
-                    "metadata": {"name": pod_name, "labels": {OWNER_LABEL: name}, "ownerReferences": [owner]},
-                    "spec": spec,
-                }
-                await core.create_namespaced_pod(self.namespace, body)
-                made.append(pod_name)
+                await core.create_namespaced_pod(self.namespace, self.pod(obj, template, index, owner))
+                made.append(self.pod_name(name, template.name, index))
             active[template.name] = template.count
         await self._status(kind_name, name, _running_status(kind_name, obj, active))
         return made
+
+    @staticmethod
+    def pod_name(name: str, pod_set: str, index: int) -> str:
+        return f"{name}-{pod_set}-{index}".lower().replace("_", "-")
+
+    @staticmethod
+    def owner(kind_name: str, obj: Obj) -> Obj:
+        job_kind = kind(kind_name)
+        name, uid = obj["metadata"]["name"], obj["metadata"]["uid"]
+        return {"apiVersion": job_kind.api_version, "kind": kind_name, "name": name, "uid": uid, "controller": True}
+
+    def pod(self, obj: Obj, template: PodTemplate, index: int, owner: Obj) -> Obj:
+        """Pod `index` of a pod set, as the operator makes it from the pod template as admitted: the template's
+        spec, labels and annotations (for a TrainJob, with what kuota's runtime patch adds)."""
+        name = obj["metadata"]["name"]
+        spec = copy.deepcopy(dict(template.spec))
+        patched = _trainer_runtime_patch(obj, template.name)
+        spec.update(patched.get("spec") or {})
+        spec.setdefault("restartPolicy", "Never")
+        metadata = value_at(obj, (*template.path[:-1], "metadata")) if template.source is None else None
+        metadata = metadata if isinstance(metadata, dict) else {}
+        labels = {**(metadata.get("labels") or {}), **((patched.get("metadata") or {}).get("labels") or {})}
+        return {
+            "metadata": {
+                "name": self.pod_name(name, template.name, index),
+                "labels": {**labels, OWNER_LABEL: name},
+                "annotations": dict(metadata.get("annotations") or {}),
+                "ownerReferences": [owner],
+            },
+            "spec": spec,
+        }
 
     async def pods(self, name: str) -> list[Obj]:
         found = await client.CoreV1Api(self.api).list_namespaced_pod(
@@ -260,13 +282,14 @@ class Operator:
 
 def _trainer_runtime_patch(obj: Obj, job: str) -> Obj:
     """What the trainer takes from kuota's entry in a TrainJob's runtimePatches for the pods of replicated job
-    `job`: the flavor's node selector and tolerations (other kinds carry them in their templates already)."""
+    `job`, as a pod template (`metadata`, `spec`): the pods' labels, the flavor's node selector and tolerations (other
+    kinds carry them in their templates already)."""
     for entry in (obj.get("spec") or {}).get("runtimePatches") or []:
         if entry.get("manager") != "kuota.dev/manager":
             continue
         for replicated in entry["trainingRuntimeSpec"]["template"]["spec"].get("replicatedJobs") or []:
             if replicated["name"] == job:
-                return dict(replicated["template"]["spec"]["template"]["spec"])
+                return dict(replicated["template"]["spec"]["template"])
     return {}
 
 

@@ -24,7 +24,7 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client
 
-from admission.labels import ADMITTED_FLAVOR
+from admission.labels import ADMITTED_FLAVOR, WORKLOAD_LABEL, workload_label_value
 from clusters.kube.api import KubeApi
 from clusters.kube.cluster import KubeCluster
 from clusters.kube.term import LeaderTerm
@@ -213,12 +213,16 @@ async def test_a_new_leader_lists_the_runtimes_first_and_admits_through_a_runtim
         assert admitted["metadata"]["annotations"][ADMITTED_FLAVOR] == "a100"
         (entry,) = admitted["spec"]["runtimePatches"]
         assert entry["manager"] == MANAGER
-        pods = {
-            j["name"]: j["template"]["spec"]["template"]["spec"]
+        templates = {
+            j["name"]: j["template"]["spec"]["template"]
             for j in entry["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
         }
+        pods = {name: template["spec"] for name, template in templates.items() if "spec" in template}
         # The dataset initializer asks for nothing, so it has no flavor to be placed on.
         assert pods == {"node": {"nodeSelector": A100, "tolerations": [GPU_TOLERATION]}}
+        # Every pod gets kuota's workload label, so that a failed node names the TrainJob.
+        key = f"TrainJob/ml/{where.split('/')[1]}"
+        assert all(t["metadata"]["labels"] == {WORKLOAD_LABEL: workload_label_value(key)} for t in templates.values())
 
 
 async def test_a_trainjob_waits_out_of_the_queue_until_its_runtime_reads() -> None:
@@ -292,7 +296,14 @@ async def test_a_queued_trainjob_is_admitted_with_the_runtime_it_was_read_with()
     assert entry["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"] == [
         {
             "name": "node",
-            "template": {"spec": {"template": {"spec": {"nodeSelector": A100, "tolerations": [GPU_TOLERATION]}}}},
+            "template": {
+                "spec": {
+                    "template": {
+                        "metadata": {"labels": {WORKLOAD_LABEL: workload_label_value("TrainJob/ml/kueue-example")}},
+                        "spec": {"nodeSelector": A100, "tolerations": [GPU_TOLERATION]},
+                    }
+                }
+            },
         }
     ]
     await kube.api_client.close()

@@ -15,6 +15,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
+from admission.labels import PLACED_POD_SET, SCHEDULING_GATE, WORKLOAD_LABEL
 from workloads.kind import JobKind, Placement
 
 from .examples import (
@@ -284,3 +285,27 @@ def test_run_patch_labels_every_pod_template_with_its_workload(case: str) -> Non
         template = path[:-1]
         before = (get(waiting, template).get("metadata") or {}).get("labels") or {}
         assert get(patched, template)["metadata"]["labels"] == {**before, **labels}, template
+
+
+def test_a_pod_set_placed_node_by_node_is_admitted_gated_and_readmitted_without_kuotas_gate() -> None:
+    kind, obj = load("manifests/kueue/jobs__sample-job.yaml")
+    own_gate = {"name": "example.com/quota-check"}
+    obj["spec"]["template"]["spec"]["schedulingGates"] = [own_gate]  # another controller's gate is never touched
+    labels = {WORKLOAD_LABEL: "0" * 40}
+    gated = apply(obj, kind.run_patch(obj, {"main": Placement(SELECTOR, [], labels=labels, gated=True)}))
+    template = gated["spec"]["template"]
+    assert template["spec"]["schedulingGates"] == [own_gate, {"name": SCHEDULING_GATE}]
+    assert template["metadata"]["labels"] == {**labels, PLACED_POD_SET: "main"}
+    # Admitted again (after a requeue) onto a flavor without a topology: kuota's gate and pod-set label go.
+    stopped = apply(gated, kind.stop_patch(gated))
+    again = apply(stopped, kind.run_patch(stopped, {"main": Placement(SELECTOR, [], labels=labels)}))
+    assert again["spec"]["template"]["spec"]["schedulingGates"] == [own_gate]
+    assert again["spec"]["template"]["metadata"]["labels"] == labels
+    # A template with no gate of its own loses the list kuota added.
+    del obj["spec"]["template"]["spec"]["schedulingGates"]
+    gated = apply(obj, kind.run_patch(obj, {"main": Placement(SELECTOR, [], gated=True)}))
+    again = apply(gated, kind.run_patch(gated, {"main": Placement(SELECTOR, [])}))
+    assert "schedulingGates" not in again["spec"]["template"]["spec"]
+    assert PLACED_POD_SET not in again["spec"]["template"]["metadata"].get("labels", {})
+    ops = kind.run_patch(again, {"main": Placement(SELECTOR, [])})
+    assert not [op for op in ops if "schedulingGates" in op["path"] or "placed-pod-set" in op["path"]], "nothing left"

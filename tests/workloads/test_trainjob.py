@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from admission.labels import PLACED_POD_SET, SCHEDULING_GATE, WORKLOAD_LABEL
 from workloads.kind import Placement, Reference, Resolve, Status
 from workloads.kinds.trainjob import CLUSTER_TRAINING_RUNTIME, MANAGER, TRAINING_RUNTIME, TRAINJOB
 from workloads.problems import JobProblemKind
@@ -494,6 +495,27 @@ def test_a_placement_with_nothing_to_say_still_leaves_a_valid_entry() -> None:
     assert patched["spec"]["runtimePatches"] == [
         {"manager": MANAGER, "trainingRuntimeSpec": {"template": {"spec": {}}}}
     ]
+
+
+def test_the_pods_get_kuotas_labels_and_a_placed_pod_set_its_gate_through_the_runtime_patch() -> None:
+    # The TrainJob has no pod template of its own: the workload label (which a node failure names the TrainJob by)
+    # and, for a pod set placed node by node, kuota's gate and the pod set's label go in kuota's entry, in the
+    # places the CRD's schema has for them (run checks the patched object against it).
+    labels = {WORKLOAD_LABEL: "0" * 40}
+    patched = run(waiting(MULTI_STEP), {
+        "dataset-initializer": Placement({"pool": "cpu"}, [], labels=labels),
+        "node": Placement(SELECTOR, [], labels=labels, gated=True),
+    })  # fmt: skip
+    [entry] = patched["spec"]["runtimePatches"]
+    initializer, node = entry["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    assert initializer["template"]["spec"]["template"] == {
+        "metadata": {"labels": labels},
+        "spec": {"nodeSelector": {"pool": "cpu"}},
+    }
+    assert node["template"]["spec"]["template"] == {
+        "metadata": {"labels": {**labels, PLACED_POD_SET: "node"}},
+        "spec": {"nodeSelector": SELECTOR, "schedulingGates": [{"name": SCHEDULING_GATE}]},
+    }
 
 
 def test_stop_patch_suspends_and_leaves_the_patches() -> None:

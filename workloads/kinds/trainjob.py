@@ -22,7 +22,9 @@ TrainJob out of the queue until it appears. The trainer copies a runtime into a 
 TrainJob and runs the TrainJob from that copy, while kuota reads the runtime as it is when it reads the TrainJob.
 
 Admitting writes kuota's own runtime patch (manager `kuota.dev/manager`, moved last so that it is merged last): per
-pod set, the node selector and tolerations of its flavor, in the same request as `spec.suspend: false`, which the
+pod set, the node selector and tolerations of its flavor and the pods' labels (kuota's `kuota.dev/workload`; for a pod
+set placed node by node, kuota's scheduling gate and `kuota.dev/placed-pod-set` too), in the same request as
+`spec.suspend: false`, which the
 trainer accepts because the TrainJob was suspended before it. The trainer reports the end with the `Complete` and
 `Failed` conditions. Its `Suspended` condition follows `spec.suspend` at once, so a suspended TrainJob counts as
 stopped only once its child jobs report none active.
@@ -33,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple
 
+from admission.labels import PLACED_POD_SET, SCHEDULING_GATE
 from workloads.kind import (
     JSONPatch,
     Path,
@@ -286,8 +289,16 @@ class TrainJobKind(SuspendFieldKind):
                 pod["nodeSelector"] = dict(placement.node_selector)
             if placement.tolerations:
                 pod["tolerations"] = [dict(t) for t in placement.tolerations]
+            if placement.gated:
+                pod["schedulingGates"] = [{"name": SCHEDULING_GATE}]
+            # The pods' labels go through the runtime patch too (the TrainJob has no pod template of its own), so
+            # that a failed node names the TrainJob whose pods ran there.
+            labels = {**placement.labels, **({PLACED_POD_SET: name} if placement.gated else {})}
+            template: dict[str, Any] = {"metadata": {"labels": labels}} if labels else {}
             if pod:
-                jobs.append({"name": name, "template": {"spec": {"template": {"spec": pod}}}})
+                template["spec"] = pod
+            if template:
+                jobs.append({"name": name, "template": {"spec": {"template": template}}})
         entry = {
             "manager": MANAGER,
             "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": jobs} if jobs else {}}},

@@ -23,7 +23,7 @@ from admission.labels import (
     SCHEDULING_GATE,
     WORKLOAD_ID,
 )
-from clusters.kube.api import Forbidden, NotFound
+from clusters.kube.api import Forbidden, Invalid, NotFound
 from clusters.kube.cluster import KubeCluster
 from queues.controller import Controller
 from queues.journal import RecordingJournal
@@ -87,7 +87,13 @@ class Server:
         return list(pods)
 
     async def patch_object(
-        self, kind: JobKind, namespace: str, name: str, patch: Obj | Callable[[Obj | None], list[Obj]]
+        self,
+        kind: JobKind,
+        namespace: str,
+        name: str,
+        patch: Obj | Callable[[Obj | None], list[Obj]],
+        *,
+        reread: bool = True,
     ) -> Obj:
         assert kind.plural == "pods"
         stored = self.pods.get((namespace, name))
@@ -101,7 +107,9 @@ class Server:
         else:
             try:
                 new = jsonpatch.apply_patch(stored, patch(None))
-            except jsonpatch.JsonPatchException:  # 422: made again from the pod as it is
+            except jsonpatch.JsonPatchException:  # 422: made again from the pod as it is (or raised)
+                if not reread:
+                    raise Invalid(422, "the patch's test failed") from None
                 new = jsonpatch.apply_patch(stored, patch(copy.deepcopy(stored)))
             if stored["spec"].get("schedulingGates"):
                 assert refused_update(stored, new) == []

@@ -72,7 +72,11 @@ def test_a_head_parked_for_want_of_nodes_looks_again_when_nodes_change() -> None
     manager.add(gang)
     manager.schedule(1_000)
     assert manager.inadmissible("gang"), manager.messages["gang"]
-    assert "no topology.kuota.dev/rack domain of topology fabric has room for 4 pods" in manager.messages["gang"]
+    # Two nodes in all: not merely no room now, never on these nodes; it still looks again when they change.
+    assert (
+        "can never fit: no topology.kuota.dev/rack domain of topology fabric could hold its 4 pods"
+        in (manager.messages["gang"])
+    )
     for node in generated_nodes(4, 8, 4, 3, first=4):
         inventory.set_node(node)
     manager.schedule(2_000)
