@@ -607,12 +607,21 @@ class _FairSearch:
         return share
 
     def _share_without(self, node: Node, team: str, usage: Mapping[FlavorResource, int]) -> DominantShare:
+        # Computed, not simulated: what would leave `node` (the team itself or one of its cohorts) if `usage` left
+        # the team, walking up as QuotaTree.remove_usage does, counted as negative extra usage of `node` alone.
+        leaving: dict[FlavorResource, int] = {}
         victim_team = self.snapshot.team(team)
-        self.snapshot.tree.remove_all(victim_team, usage)
-        try:
-            return self.snapshot.tree.dominant_resource_share(node, factor=self.snapshot.factor(node.name))
-        finally:
-            self.snapshot.tree.add_all(victim_team, usage)
+        for fr, value in usage.items():
+            below = victim_team
+            while below is not node and value > 0:
+                # Usage a lending limit keeps below is invisible above: only what the child stores up there leaves.
+                stored_above = below.usage.get(fr, 0) - below.local_quota.get(fr, 0)
+                value = min(value, stored_above) if stored_above > 0 else 0
+                assert below.parent is not None, "`node` is the victim's team or one of its cohorts"
+                below = below.parent
+            if value:
+                leaving[fr] = -value
+        return self.snapshot.tree.dominant_resource_share(node, leaving, factor=self.snapshot.factor(node.name))
 
     def shares_against(self, target_team: str) -> tuple[DominantShare, DominantShare, Node]:
         mine, theirs = _almost_lcas(self.request.team, self.snapshot.team(target_team))
