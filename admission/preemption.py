@@ -31,7 +31,7 @@ from quota.config import (
     WithinTeamPolicy,
 )
 from quota.preemption import PreemptionReason
-from quota.tree import DominantShare, FlavorResource, Node
+from quota.tree import DominantShare, FlavorResource, Node, QuotaTree
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +74,29 @@ def find_targets(snapshot: Snapshot, request: PreemptionRequest) -> list[Target]
     if snapshot.fair_sharing:
         return _fair_targets(snapshot, request)
     return _classical_targets(snapshot, request)
+
+
+def search_covers(tree: QuotaTree, team: Node, usage: Mapping[FlavorResource, int], contested: FlavorResource) -> bool:
+    """Whether a search for `usage` must find what the search for its `contested` part alone finds.
+
+    It must when every other resource fits without anyone borrowing it: available to the team now (victims only
+    add room), and once charged, within the subtree quota of the team and of every cohort its charge reaches.
+    Then no test of either search (fits, borrowing, hierarchical advantage, shares) reads those resources
+    differently, so the flavor assigner's oracle answer (a search for one resource) serves the nomination."""
+    if contested not in usage:
+        return False
+    for fr, value in usage.items():
+        if fr == contested:
+            continue
+        if value > tree.available(team, fr):
+            return False
+        node: Node | None = team
+        while node is not None and value > 0:
+            if node.usage.get(fr, 0) + value > node.subtree_quota.get(fr, 0):
+                return False
+            value -= node.local_available(fr)  # what a lending limit keeps below does not reach the parent
+            node = node.parent
+    return True
 
 
 # -- shared pieces ----------------------------------------------------------------------------------------------

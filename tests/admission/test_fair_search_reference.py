@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from admission.preemption import PreemptionRequest, find_targets
+from admission.preemption import PreemptionRequest, find_targets, search_covers
 from admission.snapshot import Snapshot
 from admission.workload import Workload
 from quota.config import PreemptionStrategy, QuotaConfig
@@ -155,3 +155,29 @@ def _compare(
     after = {n: {fr: v for fr, v in node.usage.items() if v} for n, node in engine.tree.teams.items()}
     assert after == before, "the search must leave the snapshot as it found it"
     assert sorted(w for team in engine.workloads.values() for w in team) == sorted(w.name for w in running)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_a_search_for_the_contested_resource_alone_answers_for_all_when_the_rest_has_room(
+    data: st.DataObject,
+) -> None:
+    """The nomination reuses the flavor assigner's one-resource search when `search_covers` says so."""
+    config = data.draw(st.one_of(quota_configs(), fair_trees()))
+    seed = data.draw(workloads(config, data.draw(st.integers(0, 8))))
+    seed += data.draw(workloads(config, data.draw(st.integers(2, 30)), small=True, prefix="s"))
+    running = drive(config, seed, cycles=3).running()
+    for shape in data.draw(workloads(config, 2)):
+        for team in config.teams:
+            preemptor = replace(shape, name="preemptor", team=team.name, priority=data.draw(st.sampled_from([0, 10])))
+            snapshot = Snapshot.build(config, running)
+            usage = plausible_usage(snapshot, preemptor)
+            if len(usage) < 2:
+                continue
+            node = snapshot.team(team.name)
+            fr = data.draw(st.sampled_from(sorted(usage)))
+            if not search_covers(snapshot.tree, node, usage, fr):
+                continue
+            alone = find_targets(snapshot, PreemptionRequest(preemptor, node, {fr: usage[fr]}, frozenset({fr})))
+            whole = find_targets(snapshot, PreemptionRequest(preemptor, node, usage, frozenset({fr})))
+            assert [(t.workload.name, t.reason) for t in whole] == [(t.workload.name, t.reason) for t in alone]
