@@ -15,7 +15,7 @@ from admission import partial, topology_admission
 from admission.flavors import Assignment, FlavorAssigner, Mode, Outcome, PreemptionOracle
 from admission.ordering import Entry, order_heads
 from admission.placement import PodSetPlacement
-from admission.preemption import PreemptionRequest, Target, find_targets
+from admission.preemption import PreemptionRequest, Target, find_targets, search_covers
 from admission.snapshot import Snapshot
 from admission.workload import Workload
 from quota.config import ReclaimPolicy
@@ -144,11 +144,12 @@ def _nominate(snapshot: Snapshot, workload: Workload) -> Entry:
     if full.mode is Mode.FIT:
         return Entry(workload, team, full)
     if full.mode is Mode.PREEMPT:
-        # A one-resource workload asks the oracle exactly the question the full search asks; nothing changed since.
+        # The oracle's search for the one contested resource may be the full search's answer; nothing changed since.
         cached = None
-        if len(full.usage) == 1:
-            ((fr, value),) = full.usage.items()
-            cached = searches.get((fr, value)) if full.contested == {fr} else None
+        if len(full.contested) == 1:
+            (fr,) = full.contested
+            if search_covers(snapshot.tree, team, full.usage, fr):
+                cached = searches.get((fr, full.usage[fr]))
         targets = cached if cached is not None else find_targets(snapshot, _request(workload, team, full))
         if targets:
             return Entry(workload, team, full, targets)

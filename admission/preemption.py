@@ -31,7 +31,7 @@ from quota.config import (
     WithinTeamPolicy,
 )
 from quota.preemption import PreemptionReason
-from quota.tree import DominantShare, FlavorResource, Node
+from quota.tree import DominantShare, FlavorResource, Node, QuotaTree
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +74,29 @@ def find_targets(snapshot: Snapshot, request: PreemptionRequest) -> list[Target]
     if snapshot.fair_sharing:
         return _fair_targets(snapshot, request)
     return _classical_targets(snapshot, request)
+
+
+def search_covers(tree: QuotaTree, team: Node, usage: Mapping[FlavorResource, int], contested: FlavorResource) -> bool:
+    """Whether a search for `usage` must find what the search for its `contested` part alone finds.
+
+    It must when every other resource fits without anyone borrowing it: available to the team now (victims only
+    add room), and once charged, within the subtree quota of the team and of every cohort its charge reaches.
+    Then no test of either search (fits, borrowing, hierarchical advantage, shares) reads those resources
+    differently, so the flavor assigner's oracle answer (a search for one resource) serves the nomination."""
+    if contested not in usage:
+        return False
+    for fr, value in usage.items():
+        if fr == contested:
+            continue
+        if value > tree.available(team, fr):
+            return False
+        node: Node | None = team
+        while node is not None and value > 0:
+            if node.usage.get(fr, 0) + value > node.subtree_quota.get(fr, 0):
+                return False
+            value -= node.local_available(fr)  # what a lending limit keeps below does not reach the parent
+            node = node.parent
+    return True
 
 
 # -- shared pieces ----------------------------------------------------------------------------------------------
@@ -427,6 +450,15 @@ class _VictimQueue:
         assert victim is not None, "pop from a team with no victims left"
         return self._front.pop()
 
+    def drain(self, read: bool) -> None:
+        """Drop every victim left. `read`: read them all the same, as popping them one by one would (reading a
+        candidate that a minimum runtime protects records when the protection ends)."""
+        self._front.clear()
+        if read:
+            for _ in self._victims:
+                pass
+        self._victims = iter(())
+
 
 def _eligible(
     snapshot: Snapshot,
@@ -571,33 +603,82 @@ class _FairSearch:
         items = tuple(self.snapshot.usage_of(victim).items())
         return items if len(items) < 2 else tuple(sorted(items))
 
+    def signatures(self, team: str) -> Iterator[_UsageKey]:
+        """Every distinct usage among `team`'s running workloads that holds a contested resource: a superset of
+        the usages of its victims still queued (victims only leave the team by being taken)."""
+        contested = self.request.contested
+        for signature in self.snapshot.workloads[team].signatures():
+            if any(fr in contested for fr, _ in signature):
+                yield signature
+
     def share_without(self, node: Node, victim: Workload) -> DominantShare:
         """`node`'s share if `victim` were gone (usage leaves through the victim's team, as lending limits say)."""
-        usage = self.snapshot.usage_of(victim)
+        return self.share_without_usage(node, victim.team, self.usage_key(victim), self.snapshot.usage_of(victim))
+
+    def share_without_usage(
+        self, node: Node, team: str, key: _UsageKey, usage: Mapping[FlavorResource, int]
+    ) -> DominantShare:
+        """`node`'s share if a workload of `team` holding `usage` (whose `usage_key` is `key`) were gone."""
         # Until the next victim is taken nothing changes, and look-alike victims (the many one-GPU jobs of a
         # team) give the same answer: compute it once.
-        key = (node.name, victim.team, self.usage_key(victim))
-        cached = self._shares_without.get(key)
+        cache_key = (node.name, team, key)
+        cached = self._shares_without.get(cache_key)
         if cached is not None:
             return cached
-        share = self._share_without(node, victim, usage)
-        self._shares_without[key] = share
+        share = self._share_without(node, team, usage)
+        self._shares_without[cache_key] = share
         return share
 
-    def _share_without(self, node: Node, victim: Workload, usage: dict[FlavorResource, int]) -> DominantShare:
-        victim_team = self.snapshot.team(victim.team)
-        self.snapshot.tree.remove_all(victim_team, usage)
-        try:
-            return self.snapshot.tree.dominant_resource_share(node, factor=self.snapshot.factor(node.name))
-        finally:
-            self.snapshot.tree.add_all(victim_team, usage)
+    def _share_without(self, node: Node, team: str, usage: Mapping[FlavorResource, int]) -> DominantShare:
+        # Computed, not simulated: what would leave `node` (the team itself or one of its cohorts) if `usage` left
+        # the team, walking up as QuotaTree.remove_usage does, counted as negative extra usage of `node` alone.
+        leaving: dict[FlavorResource, int] = {}
+        victim_team = self.snapshot.team(team)
+        for fr, value in usage.items():
+            below = victim_team
+            while below is not node and value > 0:
+                # Usage a lending limit keeps below is invisible above: only what the child stores up there leaves.
+                stored_above = below.usage.get(fr, 0) - below.local_quota.get(fr, 0)
+                value = min(value, stored_above) if stored_above > 0 else 0
+                assert below.parent is not None, "`node` is the victim's team or one of its cohorts"
+                below = below.parent
+            if value:
+                leaving[fr] = -value
+        return self.snapshot.tree.dominant_resource_share(node, leaving, factor=self.snapshot.factor(node.name))
 
     def shares_against(self, target_team: str) -> tuple[DominantShare, DominantShare, Node]:
         mine, theirs = _almost_lcas(self.request.team, self.snapshot.team(target_team))
         return self.share(mine), self.share(theirs), theirs
 
 
-def _strategy(kind: PreemptionStrategy) -> Callable[[DominantShare, DominantShare, DominantShare], bool]:
+_Strategy = Callable[[DominantShare, DominantShare, DominantShare], bool]
+
+
+class _Verdicts:
+    """One strategy's answer for victims of one team, per usage: until a victim is taken nothing moves, so
+    look-alike victims (a team's many one-GPU jobs) get one answer."""
+
+    def __init__(self, search: _FairSearch, strategy: _Strategy, team: str) -> None:
+        self.search, self.strategy, self.team = search, strategy, team
+        self.mine, self.old, self.target = search.shares_against(team)
+        self._answers: dict[_UsageKey, bool] = {}
+
+    def accepts(self, key: _UsageKey, usage: Mapping[FlavorResource, int]) -> bool:
+        answer = self._answers.get(key)
+        if answer is None:
+            new = self.search.share_without_usage(self.target, self.team, key, usage)
+            answer = self._answers[key] = self.strategy(self.mine, self.old, new)
+        return answer
+
+    def accepts_victim(self, victim: Workload) -> bool:
+        return self.accepts(self.search.usage_key(victim), self.search.snapshot.usage_of(victim))
+
+    def refuses_every_usage(self) -> bool:
+        """Whether no usage the team's victims may hold is accepted: then none of them is, read or not."""
+        return not any(self.accepts(key, dict(key)) for key in self.search.signatures(self.team))
+
+
+def _strategy(kind: PreemptionStrategy) -> _Strategy:
     if kind is PreemptionStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE:
         return lambda mine, _old, new: mine.sort_key <= new.sort_key
     return lambda mine, old, _new: mine.sort_key < old.sort_key
@@ -642,34 +723,32 @@ def _fair_search(search: _FairSearch) -> bool:
         return False
 
     strategies = [_strategy(s) for s in snapshot.config.fair_sharing.preemption_strategies]
-    retry: list[Workload] = []
+    # Per team, the first victim the first strategy refused: the second pass tries at most one victim per team,
+    # and that is the one (the later refused never come back).
+    refused: dict[str, Workload] = {}
     while (name := search.pick(list(search.queues), include_preemptor=True)) is not None:
         if name == team.name:
             if search.take(search.head(name), PreemptionReason.WITHIN_TEAM):
                 return True
             continue
-        mine, old, target_node = search.shares_against(name)
         queue = search.queues[name]
-        # Until a victim is taken nothing moves, so look-alike victims (a team's many one-GPU jobs) get one answer.
-        verdicts: dict[_UsageKey, bool] = {}
+        verdicts = _Verdicts(search, strategies[0], name)
+        if verdicts.refuses_every_usage():
+            # Every victim left would be refused in turn: skip reading them one by one (most of a busy search).
+            refused.setdefault(name, queue.pop())
+            queue.drain(read=snapshot.may_protect())
+            continue
         while (victim := queue.head()) is not None:
-            usage_key = search.usage_key(victim)
-            passes = verdicts.get(usage_key)
-            if passes is None:
-                passes = verdicts[usage_key] = strategies[0](mine, old, search.share_without(target_node, victim))
-            if passes:
+            if verdicts.accepts_victim(victim):
                 if search.take(victim, PreemptionReason.COHORT_FAIR_SHARING):
                     return True
                 break
-            retry.append(queue.pop())
+            refused.setdefault(name, queue.pop())
     if len(strategies) < 2:
         return False
 
     second = strategies[1]
-    by_team: dict[str, list[Workload]] = {}
-    for victim in retry:
-        by_team.setdefault(victim.team, []).append(victim)
-    search.queues = {name: _VictimQueue(iter(victims)) for name, victims in by_team.items()}
+    search.queues = {name: _VictimQueue(iter([victim])) for name, victim in refused.items()}
     while (name := search.pick(list(search.queues), include_preemptor=False)) is not None:
         mine, old, target_node = search.shares_against(name)
         victim = search.head(name)

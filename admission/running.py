@@ -14,9 +14,13 @@ from collections.abc import ItemsView, Iterable, Iterator, KeysView, MutableMapp
 from typing import TypeVar, overload
 
 from admission.workload import Workload
+from quota.tree import FlavorResource
 
 CandidateKey = tuple[bool, int, int, str]
 """(not evicting, priority, −admitted at, name): smaller keys are taken first."""
+
+UsageSignature = tuple[tuple[FlavorResource, int], ...]
+"""What a running workload holds, as sorted (flavor/resource, amount) pairs: look-alike jobs share one."""
 
 _LOWEST = -(2**63)
 _T = TypeVar("_T")
@@ -28,14 +32,19 @@ def candidate_sort_key(workload: Workload) -> CandidateKey:
     return (not workload.evicting, workload.priority, -admitted_at, workload.name)
 
 
+def usage_signature(usage: dict[FlavorResource, int]) -> UsageSignature:
+    return tuple(sorted(usage.items()))
+
+
 class RunningWorkloads(MutableMapping[str, Workload]):
     """Name → workload (names are the workloads' own), with the candidate order maintained alongside."""
 
-    __slots__ = ("_by_name", "_order")
+    __slots__ = ("_by_name", "_order", "_signatures")
 
     def __init__(self, workloads: Iterable[Workload] = ()) -> None:
         self._by_name: dict[str, Workload] = {}
         self._order: list[CandidateKey] | None = None
+        self._signatures: dict[UsageSignature, int] = {}
         for workload in workloads:
             self[workload.name] = workload
 
@@ -45,6 +54,9 @@ class RunningWorkloads(MutableMapping[str, Workload]):
     def __setitem__(self, name: str, workload: Workload) -> None:
         old = self._by_name.get(name)
         self._by_name[name] = workload
+        if old is not None:
+            self._count(old, -1)
+        self._count(workload, 1)
         if self._order is not None:
             if old is not None:
                 self._discard(candidate_sort_key(old))
@@ -52,6 +64,7 @@ class RunningWorkloads(MutableMapping[str, Workload]):
 
     def __delitem__(self, name: str) -> None:
         workload = self._by_name.pop(name)
+        self._count(workload, -1)
         if self._order is not None:
             self._discard(candidate_sort_key(workload))
 
@@ -102,6 +115,19 @@ class RunningWorkloads(MutableMapping[str, Workload]):
         if below_priority is not None:
             end = bisect_left(order, (not evicting, below_priority, _LOWEST, ""), start, end)
         return order[start:end]
+
+    def signatures(self) -> Iterable[UsageSignature]:
+        """Every distinct usage among the workloads held (each once), whatever their order: a search that finds
+        none of them acceptable knows every workload of the team is refused without reading one."""
+        return self._signatures.keys()
+
+    def _count(self, workload: Workload, change: int) -> None:
+        signature = usage_signature(workload.usage())
+        count = self._signatures.get(signature, 0) + change
+        if count:
+            self._signatures[signature] = count
+        else:
+            del self._signatures[signature]
 
     def _ordered(self) -> list[CandidateKey]:
         if self._order is None:

@@ -207,6 +207,10 @@ class Snapshot:
             return None
         return found
 
+    def may_protect(self) -> bool:
+        """Whether `protection` can name any workload now: while it cannot, a search may leave candidates unread."""
+        return self._protects and self.now is not None and not self.protection_lifted
+
     def protected_until(self, workload: Workload) -> int:
         """When `workload`'s minimum runtime ends (only for a workload `protection` returned one for)."""
         found = self.protection(workload)

@@ -92,21 +92,26 @@ def _limits(draw: st.DrawFn, has_parent: bool, most: int) -> dict[str, int]:
 
 
 @st.composite
-def workloads(draw: st.DrawFn, config: QuotaConfig, count: int) -> list[Workload]:
+def workloads(
+    draw: st.DrawFn, config: QuotaConfig, count: int, *, small: bool = False, prefix: str = "w"
+) -> list[Workload]:
+    """`small`: one-pod jobs of at most two units of each resource, many look-alikes per team as in real traces."""
     out = []
     resources = sorted({r for t in config.teams for g in t.groups() for r in g.covered_resources})
     for index in range(count):
         team = draw(st.sampled_from(config.teams))
         klass = draw(st.sampled_from(config.priority_classes))
         pod_sets = []
-        for p_index in range(draw(st.integers(1, 2))):
+        if small:
+            pod_sets.append(PodSet("main", 1, {r: draw(st.integers(0, 2)) * 1000 for r in resources}))
+        for p_index in range(0 if small else draw(st.integers(1, 2))):
             pods = draw(st.integers(1, 4))
             requests = {r: draw(st.integers(0, 3)) * 1000 for r in resources}
             min_count = draw(st.one_of(st.none(), st.integers(1, pods)))
             pod_sets.append(PodSet(f"p{p_index}", pods, requests, min_count))
         out.append(
             Workload(
-                name=f"w{index:03d}",
+                name=f"{prefix}{index:03d}",
                 team=team.name,
                 priority=klass.value,
                 priority_class=klass.name,

@@ -15,7 +15,7 @@ from admission.snapshot import Snapshot
 from admission.workload import Workload
 from queues.manager import QueueManager, State
 from quota.config import QuotaConfig
-from quota.tree import QuotaTree
+from quota.tree import FlavorResource, QuotaTree
 from tests.admission.strategies import quota_configs, workloads
 
 SETTINGS = settings(
@@ -107,6 +107,20 @@ def _nonzero(usage: dict[str, dict[tuple[str, str], int]]) -> dict[str, dict[tup
     return {team: {fr: v for fr, v in used.items() if v} for team, used in usage.items()}
 
 
+def plausible_usage(snapshot: Snapshot, preemptor: Workload) -> dict[FlavorResource, int]:
+    """The preemptor's requests on its team's first flavor of each group: a plausible assignment."""
+    team = snapshot.team(preemptor.team)
+    usage: dict[FlavorResource, int] = {}
+    for pod_set in preemptor.pod_sets:
+        for resource, quantity in pod_set.total().items():
+            group = team.group_of.get(resource)
+            if group is None or quantity == 0:
+                continue
+            fr = (team.groups[group].flavors[0], resource)
+            usage[fr] = usage.get(fr, 0) + quantity
+    return usage
+
+
 @SETTINGS
 @given(data=st.data())
 def test_a_victim_set_is_minimal(data: st.DataObject) -> None:
@@ -120,15 +134,7 @@ def test_a_victim_set_is_minimal(data: st.DataObject) -> None:
     preemptor = replace(preemptor, name="preemptor", priority=100)
     snapshot = Snapshot.build(config, running)
     team = snapshot.team(preemptor.team)
-    # Ask for the preemptor's requests on the team's first flavor of each group: a plausible assignment.
-    usage: dict[tuple[str, str], int] = {}
-    for pod_set in preemptor.pod_sets:
-        for resource, quantity in pod_set.total().items():
-            group = team.group_of.get(resource)
-            if group is None or quantity == 0:
-                continue
-            fr = (team.groups[group].flavors[0], resource)
-            usage[fr] = usage.get(fr, 0) + quantity
+    usage = plausible_usage(snapshot, preemptor)
     if not usage or snapshot.tree.fits(team, usage):
         return  # the engine only looks for victims when the preemptor does not fit as things are
     request = PreemptionRequest(preemptor, team, usage, frozenset(usage))
