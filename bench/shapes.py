@@ -566,41 +566,52 @@ def _spread(values: Sequence[float], digits: int = 1) -> str:
 
 
 def grid(outcomes: Sequence[Outcome], timeout: float) -> list[str]:
-    """Per shape and fair setting: medians and ranges over the runs; then fair on / fair off per shape."""
+    """Per shape and fair setting: medians and ranges over the runs; then fair on / fair off per shape, of the wall
+    and of the CPU medians (on a loaded machine the wall mostly measures the load)."""
     lines = []
     keys = list(dict.fromkeys((o.shape, o.fair) for o in outcomes))
-    walls: dict[tuple[str, bool], float | None] = {}
+    medians: dict[tuple[str, bool], tuple[float, float] | None] = {}
+    """(wall, CPU) medians; None when a run did not finish."""
+    stopped: dict[tuple[str, bool], tuple[float, float]] = {}
+    """The least replay wall and CPU time of the runs stopped at the timeout."""
     for shape_name, fair in keys:
         runs = [o for o in outcomes if o.shape == shape_name and o.fair == fair]
         done = [o for o in runs if o.done]
         label = f"{shape_name} fair {'on' if fair else 'off'}"
         if len(done) < len(runs):
             far = max(runs, key=lambda o: o.finished)
-            walls[shape_name, fair] = None
+            medians[shape_name, fair] = None
+            cut = [o for o in runs if not o.done]
+            stopped[shape_name, fair] = (min(o.wall_s for o in cut), min(o.cpu_s for o in cut))
             lines.append(
                 f"{label}: {len(runs) - len(done)} of {len(runs)} runs did not finish in {timeout:.0f} s "
                 f"(furthest: {far.finished:,} of {far.jobs:,} jobs, {far.cycles:,} cycles)"
             )
             if not done:
                 continue
-        walls.setdefault((shape_name, fair), statistics.median(o.wall_s for o in done))
+        walls, cpus = [o.wall_s for o in done], [o.cpu_s for o in done]
+        medians.setdefault((shape_name, fair), (statistics.median(walls), statistics.median(cpus)))
         decided = {json.dumps(o.figures, sort_keys=True) for o in done}
         same = "" if len(decided) == 1 else "  (DECISIONS DIFFER BETWEEN RUNS)"
         lines.append(
-            f"{label}: wall {_spread([o.wall_s for o in done])} s, CPU {_spread([o.cpu_s for o in done])} s, "
-            f"cycles {done[0].cycles:,}, mean cycle {_spread([o.mean_cycle_ms for o in done], 2)} ms, "
-            f"p99 {_spread([o.p99_cycle_ms for o in done], 2)} ms over {len(done)} run(s){same}"
+            f"{label}: wall {_spread(walls)} s, CPU {_spread(cpus)} s, cycles {done[0].cycles:,}, mean cycle "
+            f"{_spread([o.mean_cycle_ms for o in done], 2)} ms, p99 {_spread([o.p99_cycle_ms for o in done], 2)} ms "
+            f"over {len(done)} run(s){same}"
         )
     for shape_name in dict.fromkeys(s for s, _ in keys):
-        if (shape_name, True) not in walls or (shape_name, False) not in walls:
+        if (shape_name, True) not in medians or (shape_name, False) not in medians:
             continue
-        on, off = walls[shape_name, True], walls[shape_name, False]
-        if on is None and off is not None:
-            lines.append(f"{shape_name}: fair on / off > {timeout / off:.2f}× (fair sharing did not finish)")
-        elif on is not None and off is not None:
-            lines.append(f"{shape_name}: fair on / off {on / off:.2f}×")
-        else:
+        on, off = medians[shape_name, True], medians[shape_name, False]
+        if off is None:
             lines.append(f"{shape_name}: fair on / off unknown (fair off did not finish)")
+        elif on is None:
+            wall, cpu = stopped[shape_name, True]
+            lines.append(
+                f"{shape_name}: fair on / off > {wall / off[0]:.2f}× wall, > {cpu / off[1]:.2f}× CPU (fair sharing "
+                "did not finish)"
+            )
+        else:
+            lines.append(f"{shape_name}: fair on / off {on[0] / off[0]:.2f}× wall, {on[1] / off[1]:.2f}× CPU")
     return lines
 
 

@@ -160,7 +160,7 @@ def test_a_slice_runs_end_to_end_with_every_figure(tmp_path: Path, capsys: pytes
         assert re.fullmatch(rf"\S+\s+(on|off)(\s+{number}){{11}}  {load} → {load}", line), line
         assert set(outcome.figures) >= {"utilization", "mean_wait_s", "p95_wait_s", "preemptions", "jain"}
         assert outcome.figures["finished"] == SLICE
-    assert re.search(rf"^org-pool: fair on / off {number}×$", printed, re.M)
+    assert re.search(rf"^org-pool: fair on / off {number}× wall, {number}× CPU$", printed, re.M)
     for fair in ("on", "off"):
         assert re.search(rf"^org-pool fair {fair}: wall .* s, CPU .* cycles .* mean cycle .* p99 .*$", printed, re.M)
     assert len(json.loads(report.read_text())) == 2
