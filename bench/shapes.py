@@ -629,7 +629,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true", help="run under cProfile and print the top functions")
     parser.add_argument("--out", type=Path, default=None, help="keep the quota files, mapping and traces here")
-    parser.add_argument("--json", type=Path, default=None, help="write every run's figures here")
+    parser.add_argument("--json", type=Path, default=None, help="write every run's figures here (after each run)")
+    parser.add_argument("--summarize", type=Path, default=None, help="print the grid of a --json file and stop")
     opts = parser.parse_args(argv)
     unknown = [s for s in opts.shapes.split(",") if s not in SHAPES]
     if unknown:
@@ -639,6 +640,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> list[Outcome]:
     opts = parse_args(argv)
+    if opts.summarize is not None:
+        saved = [Outcome(**{**o, "load": tuple(o["load"])}) for o in json.loads(opts.summarize.read_text())]
+        for line in grid(saved, opts.timeout):
+            print(line)
+        return saved
     fairs = {"on": [True], "off": [False], "both": [False, True]}[opts.fair]
     with _directory(opts.out) as directory:
         prepared = prepare(opts.shapes.split(","), directory, opts.gpus, opts.seed, opts.jobs)
@@ -657,13 +663,13 @@ def main(argv: Sequence[str] | None = None) -> list[Outcome]:
                     outcome = run_one(files, fair, opts)
                     outcomes.append(outcome)
                     print(row(outcome), flush=True)
+                    if opts.json is not None:  # after every run: a long session stopped midway keeps what it measured
+                        opts.json.write_text(json.dumps([dataclasses.asdict(o) for o in outcomes], indent=1))
                     if outcome.profile:
                         print(outcome.profile, flush=True)
     print()
     for line in grid(outcomes, opts.timeout):
         print(line)
-    if opts.json is not None:
-        opts.json.write_text(json.dumps([dataclasses.asdict(o) for o in outcomes], indent=1), encoding="utf-8")
     return outcomes
 
 
