@@ -35,8 +35,8 @@ engine time per cycle (`Controller.schedule`'s timing of the engine), then the d
 wait of first admissions, preemptions, Jain's fairness and the GPU-hours preemptions lost. Then per shape and fair
 setting the median and range over `--runs`, and the fair-on/fair-off ratio of wall medians. A run that does not finish
 in `--timeout` seconds is stopped (SIGTERM, then SIGKILL) and reported with how far it got: jobs finished, virtual
-hours reached, cycles. `--profile` runs each replay under cProfile (slower; its times are not the shape's) and prints
-the top functions by cumulative share of the run — also of a run stopped by the timeout.
+hours reached, cycles. `--profile` runs each replay under cProfile (CPU time; slower, so its times are not the shape's)
+and prints the top functions by cumulative share of the run — also of a run stopped by the timeout.
 
     nice -n 10 .venv/bin/python bench/shapes.py [--shapes flat,regions,org-pool,cohorts-50,tree-200]
         [--fair on|off|both] [--runs 3] [--timeout 300] [--jobs N] [--gpus 1600] [--seed 0] [--profile]
@@ -384,7 +384,8 @@ def _run_child(files: ShapeFiles, fair: bool, opts: argparse.Namespace, progress
     from quota.budgets import epoch_ms_of
 
     journal = CycleTimes(progress)
-    profiler = cProfile.Profile() if opts.profile else None
+    # CPU time, not wall: on a loaded machine the wall clock counts the other processes' turns too.
+    profiler = cProfile.Profile(time.process_time) if opts.profile else None
     started = time.perf_counter()
     cpu = time.process_time()
     jobs: list[TraceJob] = []
