@@ -426,7 +426,7 @@ def _run_child(files: ShapeFiles, fair: bool, opts: argparse.Namespace, progress
         virtual_h=progress[1] / 3_600_000,
         span_h=(max(submits) - min(submits)) / 3_600_000 if submits else 0.0,
         figures=decision_figures(result) if result is not None else {},
-        profile=_profile_text(profiler) if profiler is not None else "",
+        profile=_profile_text(profiler, cpu) if profiler is not None else "",
         error=error,
     )
     conn.send(outcome)
@@ -451,14 +451,11 @@ def decision_figures(result: Any) -> dict[str, float]:
 PROFILE_ROWS = 30
 
 
-def _profile_text(profiler: cProfile.Profile) -> str:
-    """The top functions by cumulative time, each with its share of the profiled run."""
+def _profile_text(profiler: cProfile.Profile, total: float) -> str:
+    """The top functions by cumulative time, each with its share of the profiled run's `total` CPU seconds (not the
+    largest cumulative: a run stopped by the signal can leave a frame counted past its end)."""
     stream = io.StringIO()
     stats = pstats.Stats(profiler, stream=stream)
-    total = max(
-        (cumulative for (_, _, _, cumulative, _) in stats.stats.values()),  # type: ignore[attr-defined]
-        default=0.0,
-    )
     rows = sorted(stats.stats.items(), key=lambda item: -item[1][3])  # type: ignore[attr-defined]
     lines = [f"{'cum %':>6}{'cum s':>9}{'self s':>9}{'calls':>11}  function"]
     for (path, line, function), (_, calls, own, cumulative, _) in rows[:PROFILE_ROWS]:
