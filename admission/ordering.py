@@ -134,9 +134,8 @@ class _FairOrder:
         if entry is None:
             self.current.pop(child, None)
             return
-        with self.snapshot.with_usage(entry.team, entry.assignment.usage):
-            factor = self.snapshot.factor(child.name) if child.is_team else None
-            share = self.snapshot.tree.dominant_resource_share(child, factor=factor)
+        factor = self.snapshot.factor(child.name) if child.is_team else None
+        share = self.snapshot.tree.share_with(child, entry.team, entry.assignment.usage, factor)
         self.sequence += 1
         item = ((share.borrowing, share.sort_key), *_tiebreak(entry)), self.sequence, child, entry
         self.current[child] = item

@@ -301,6 +301,25 @@ class QuotaTree:
             return share
         return self._share(node, extra, factor)
 
+    def share_with(
+        self, node: Node, team: Node, usage: Mapping[FlavorResource, int], factor: Fraction | None = None
+    ) -> DominantShare:
+        """`node`'s DRS were `usage` charged to `team` (in `node`'s subtree), without charging it: what reaches
+        each node on the way up is what `add_usage` would move there, so the answer is the charged tree's."""
+        arriving = dict(usage)
+        below = team
+        while below is not node:
+            # What `add_usage` passes to the parent: beyond what the lending limit still keeps local.
+            for fr, value in list(arriving.items()):
+                kept = below.local_available(fr)
+                if value > kept:
+                    arriving[fr] = value - kept
+                else:
+                    del arriving[fr]
+            assert below.parent is not None, f"{node} is not above {team}"
+            below = below.parent
+        return self._share(node, arriving, factor)
+
     def _share(self, node: Node, extra: Mapping[FlavorResource, int] | None, factor: Fraction | None) -> DominantShare:
         weight = node.weight if factor is None else node.weight * 2 * factor
         if node.parent is None:

@@ -3,6 +3,7 @@
 * The fair-sharing order keeps its tournament between picks (a heap per cohort, one candidate refreshed per level
   after each pick); the reference here replays the whole tournament after every pick, as the engine once did.
 * A node's DRS is kept on the node until its usage moves; the reference recounts a fresh tree from the live work.
+  A share with a head's usage counted without charging it (`share_with`) against charging it and asking.
 
 Random trees up to four levels deep with lending and borrowing limits, weights (0 included) and fair-share
 factors; random running work; random heads; and after every pick a random charge (all of the head's usage, part
@@ -227,6 +228,14 @@ def test_kept_shares_equal_a_recount_through_starts_and_stops(data: st.DataObjec
             assert tree.dominant_resource_share(node, factor=factor) == recount.dominant_resource_share(
                 fresh, factor=factor
             )
+        # A share with a head's usage counted as charged, without charging it, against charging it.
+        team = tree.teams[data.draw(st.sampled_from(sorted(tree.teams)))]
+        extra = _usage_of(data, 5)
+        for node in [team, *team.ancestors()]:
+            tree.add_all(team, extra)
+            expected = tree.dominant_resource_share(node)
+            tree.remove_all(team, extra)
+            assert tree.share_with(node, team, extra) == expected
         # A copy (a cycle's snapshot) starts from the same kept shares and keeps its own from then on.
         copy = tree.copy()
         for name, node in copy.teams.items():
