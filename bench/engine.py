@@ -11,9 +11,9 @@ With `--growth` (or one `--size` per shape) it measures how a cycle grows instea
 shapes: pending work, teams, tree depth and cohort size. Each size runs `--repeat` times, each time in a fresh
 process (so peak memory and the garbage collector's state are its own), and the table gives the median and the
 range of: the first cycle; the mean and p99 of `--cycles` cycles with a third of the running work finishing
-between cycles; the saturated cycle (then nothing finishes any more: cycles run until one admits nothing, and the
-mean of the next few is the figure: every quota full, every head blocked or waiting for its victims, which are
-never let go); peak resident memory; and the share of
+between cycles; the saturated cycle (on a second manager where nothing ever finishes: cycles run until one admits
+nothing, and the mean of the next few is the figure: every quota full, every head blocked or waiting for its
+victims, which are never let go); peak resident memory; and the share of
 cycle time spent collecting garbage. Cycle times are CPU time of the process (the machine is shared: wall time
 measures the neighbours too).
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import resource
 import statistics
 import subprocess
@@ -61,7 +62,7 @@ GROWTH = [
     Size(200_000, 5_000, cohort=500, fair_sharing=False),
 ]
 SATURATED_CYCLES = 4
-FILL_CYCLES = 200
+FILL_CYCLES = 50
 
 
 def _finish_third(manager: QueueManager, running: deque[str]) -> None:
@@ -143,42 +144,30 @@ def _timed(collections: _Collections, step: Callable[[], object]) -> tuple[float
     return time.process_time() - start, collections.seconds - before
 
 
-def grow(size: Size, cycles: int) -> dict[str, float]:
-    """One size, in this process: the figures of the growth table."""
-    manager = QueueManager(shape_config(size))
-    for workload in shape_workloads(size):
-        manager.add(workload)
+def grow(size: Size, cycles: int, progress: bool = False, saturate: bool = True) -> dict[str, float]:
+    """One size, in this process: the figures of the growth table (`progress`: each cycle on stderr).
+
+    Turnover and saturation run on two managers built alike: with a third finishing between cycles the pending
+    work of a small queue may run out before any quota is full."""
     collections = _Collections()
     gc.callbacks.append(collections)
-    running: deque[str] = deque()
-    clock = 0
-
-    def cycle() -> tuple[float, float, int]:
-        nonlocal clock
-        admitted = 0
-
-        def step() -> None:
-            nonlocal admitted
-            result = manager.schedule(now=clock)
-            for d in result.decisions:
-                if d.verdict is Verdict.ADMITTED:
-                    admitted += 1
-                    running.append(d.workload.name)
-
-        seconds, collecting = _timed(collections, step)
-        clock += 1
-        return seconds, collecting, admitted
-
-    heads = len(manager.heads())
-    first, first_gc, first_admitted = cycle()
+    turning = _Cycles(size, collections, progress)
+    heads = len(turning.manager.heads())
+    first, first_gc, first_admitted = turning.cycle()
     turnover: list[tuple[float, float, int]] = []
     for _ in range(cycles):
-        _finish_third(manager, running)
-        turnover.append(cycle())
-    filling = 0
-    while filling < FILL_CYCLES and cycle()[2]:  # nothing finishes from here: fill every quota first
-        filling += 1
-    saturated = [cycle() for _ in range(SATURATED_CYCLES)]
+        _finish_third(turning.manager, turning.running)
+        turnover.append(turning.cycle())
+    del turning
+    gc.collect()
+    filled = saturated_heads = 0
+    saturated: list[tuple[float, float, int]] = []
+    if saturate:
+        filling = _Cycles(size, collections, progress)
+        while filled < FILL_CYCLES and filling.cycle()[2]:  # nothing finishes: fill every quota first
+            filled += 1
+        saturated = [filling.cycle() for _ in range(SATURATED_CYCLES)]
+        saturated_heads = len(filling.manager.heads())
     gc.callbacks.remove(collections)
     times = sorted(t for t, _, _ in turnover)
     busy = [first, *times, *(t for t, _, _ in saturated)]
@@ -189,43 +178,86 @@ def grow(size: Size, cycles: int) -> dict[str, float]:
         "first_admitted": first_admitted,
         "mean_ms": statistics.fmean(times) * 1000,
         "p99_ms": times[min(len(times) - 1, int(len(times) * 0.99))] * 1000,
-        "saturated_ms": statistics.fmean(t for t, _, _ in saturated) * 1000,
+        "saturated_ms": statistics.fmean(t for t, _, _ in saturated) * 1000 if saturated else float("nan"),
+        "saturated_heads": saturated_heads,
         "saturated_admitted": sum(a for _, _, a in saturated),
-        "filling_cycles": filling,
+        "filling_cycles": filled,
         "gc_share": collected / sum(busy),
         "full_collections": collections.full,
         "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 
+class _Cycles:
+    """A manager with every workload of `size` queued, and its cycles timed."""
+
+    def __init__(self, size: Size, collections: _Collections, progress: bool) -> None:
+        self.manager = QueueManager(shape_config(size))
+        for workload in shape_workloads(size):
+            self.manager.add(workload)
+        self.collections = collections
+        self.progress = progress
+        self.running: deque[str] = deque()
+        self.clock = 0
+
+    def cycle(self) -> tuple[float, float, int]:
+        """(CPU seconds, of which collecting garbage, admissions)."""
+        admitted = 0
+
+        def step() -> None:
+            nonlocal admitted
+            result = self.manager.schedule(now=self.clock)
+            for d in result.decisions:
+                if d.verdict is Verdict.ADMITTED:
+                    admitted += 1
+                    self.running.append(d.workload.name)
+
+        seconds, collecting = _timed(self.collections, step)
+        self.clock += 1
+        if self.progress:
+            print(f"cycle {self.clock}: {seconds * 1000:.0f} ms, {admitted} admitted", file=sys.stderr, flush=True)
+        return seconds, collecting, admitted
+
+
 def _spread(values: list[float], unit: str = "", digits: int = 1) -> str:
+    if any(math.isnan(v) for v in values):
+        return "—"
     if len(values) == 1:
         return f"{values[0]:.{digits}f}{unit}"
     return f"{statistics.median(values):.{digits}f}{unit} ({min(values):.{digits}f}–{max(values):.{digits}f})"
 
 
-def growth_table(sizes: list[Size], repeat: int, cycles: int) -> None:
+def growth_table(sizes: list[Size], repeat: int, cycles: int, saturate: bool = True) -> None:
     """Every size `repeat` times, each in a fresh interpreter, then the table of medians and ranges."""
     with open("/proc/loadavg") as loadavg:
         print(f"load average before: {' '.join(loadavg.read().split()[:3])}")
     print(f"{repeat} run(s) per size, median (range); CPU ms per cycle; {cycles} turnover cycles")
-    header = "| size | heads | first cycle | mean | p99 | saturated | peak MiB | GC share |"
+    header = "| size | heads | first cycle | mean | p99 | saturated (heads) | peak MiB | GC share |"
     print(header)
     print("|---" * (header.count("|") - 1) + "|")
     for size in sizes:
         runs = []
         for _ in range(repeat):
             child = subprocess.run(
-                [sys.executable, __file__, "--one", json.dumps(asdict(size)), "--cycles", str(cycles)],
+                [
+                    sys.executable,
+                    __file__,
+                    "--one",
+                    json.dumps(asdict(size)),
+                    "--cycles",
+                    str(cycles),
+                    *([] if saturate else ["--without-saturated"]),
+                ],
                 check=True,
                 capture_output=True,
                 text=True,
             )
             runs.append(json.loads(child.stdout))
         column = {key: [float(r[key]) for r in runs] for key in runs[0]}
+        saturated = f"{_spread(column['saturated_ms'])} ({int(column['saturated_heads'][0]):,})"
         print(
             f"| {size.label()} | {int(column['heads'][0]):,} | {_spread(column['first_ms'])} |"
-            f" {_spread(column['mean_ms'])} | {_spread(column['p99_ms'])} | {_spread(column['saturated_ms'])} |"
+            f" {_spread(column['mean_ms'])} | {_spread(column['p99_ms'])} | {saturated} |"
             f" {_spread(column['peak_mib'], digits=0)} | {_spread([g * 100 for g in column['gc_share']], '%', 0)} |",
             flush=True,
         )
@@ -241,12 +273,18 @@ def main() -> None:
     parser.add_argument("--size", action="append", type=Size.parse, default=[], help="one size (repeatable)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per size (growth table)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--progress", action="store_true", help="with --one: each cycle's time on stderr")
+    parser.add_argument(
+        "--without-saturated", action="store_true", help="skip the saturated cycles (fair preemption searches)"
+    )
     args = parser.parse_args()
     if args.one is not None:
-        print(json.dumps(grow(Size(**json.loads(args.one)), args.cycles or 20)))
+        print(
+            json.dumps(grow(Size(**json.loads(args.one)), args.cycles or 20, args.progress, not args.without_saturated))
+        )
         return
     if args.growth or args.size:
-        growth_table(args.size or GROWTH, args.repeat, args.cycles or 20)
+        growth_table(args.size or GROWTH, args.repeat, args.cycles or 20, not args.without_saturated)
         return
     args.cycles = args.cycles or 400
     mixes = {"baseline": BASELINE, "large": LARGE}
