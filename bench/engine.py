@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from admission.cycle import Verdict
 from bench.growth_shape import Size, shape_config, shape_workloads
 from bench.kueue_perf import BASELINE, LARGE, load_mix
+from queues.heap import freeze_what_is_alive, tune_collector
 from queues.manager import QueueManager, State
 
 #: The growth table's sizes: pending work at 1,000 teams, teams at 50,000 pending, the 4-level tree, cohort size
@@ -144,14 +145,16 @@ def _timed(collections: _Collections, step: Callable[[], object]) -> tuple[float
     return time.process_time() - start, collections.seconds - before
 
 
-def grow(size: Size, cycles: int, progress: bool = False, saturate: bool = True) -> dict[str, float]:
+def grow(
+    size: Size, cycles: int, progress: bool = False, saturate: bool = True, tuned: bool = False
+) -> dict[str, float]:
     """One size, in this process: the figures of the growth table (`progress`: each cycle on stderr).
 
     Turnover and saturation run on two managers built alike: with a third finishing between cycles the pending
     work of a small queue may run out before any quota is full."""
     collections = _Collections()
     gc.callbacks.append(collections)
-    turning = _Cycles(size, collections, progress)
+    turning = _Cycles(size, collections, progress, tuned)
     heads = len(turning.manager.heads())
     first, first_gc, first_admitted = turning.cycle()
     turnover: list[tuple[float, float, int]] = []
@@ -163,7 +166,7 @@ def grow(size: Size, cycles: int, progress: bool = False, saturate: bool = True)
     filled = saturated_heads = 0
     saturated: list[tuple[float, float, int]] = []
     if saturate:
-        filling = _Cycles(size, collections, progress)
+        filling = _Cycles(size, collections, progress, tuned)
         while filled < FILL_CYCLES and filling.cycle()[2]:  # nothing finishes: fill every quota first
             filled += 1
         saturated = [filling.cycle() for _ in range(SATURATED_CYCLES)]
@@ -189,12 +192,16 @@ def grow(size: Size, cycles: int, progress: bool = False, saturate: bool = True)
 
 
 class _Cycles:
-    """A manager with every workload of `size` queued, and its cycles timed."""
+    """A manager with every workload of `size` queued, and its cycles timed. `tuned`: the collector as `kuota
+    serve` runs it (larger thresholds from start-up, everything alive frozen after the first large load)."""
 
-    def __init__(self, size: Size, collections: _Collections, progress: bool) -> None:
+    def __init__(self, size: Size, collections: _Collections, progress: bool, tuned: bool) -> None:
         self.manager = QueueManager(shape_config(size))
         for workload in shape_workloads(size):
             self.manager.add(workload)
+        if tuned:
+            tune_collector()
+            freeze_what_is_alive()
         self.collections = collections
         self.progress = progress
         self.running: deque[str] = deque()
@@ -227,11 +234,12 @@ def _spread(values: list[float], unit: str = "", digits: int = 1) -> str:
     return f"{statistics.median(values):.{digits}f}{unit} ({min(values):.{digits}f}–{max(values):.{digits}f})"
 
 
-def growth_table(sizes: list[Size], repeat: int, cycles: int, saturate: bool = True) -> None:
+def growth_table(sizes: list[Size], repeat: int, cycles: int, saturate: bool = True, tuned: bool = False) -> None:
     """Every size `repeat` times, each in a fresh interpreter, then the table of medians and ranges."""
     with open("/proc/loadavg") as loadavg:
         print(f"load average before: {' '.join(loadavg.read().split()[:3])}")
-    print(f"{repeat} run(s) per size, median (range); CPU ms per cycle; {cycles} turnover cycles")
+    collector = "the controller's collector settings" if tuned else "Python's default collector"
+    print(f"{repeat} run(s) per size, median (range); CPU ms per cycle; {cycles} turnover cycles; {collector}")
     header = "| size | heads | first cycle | mean | p99 | saturated (heads) | peak MiB | GC share |"
     print(header)
     print("|---" * (header.count("|") - 1) + "|")
@@ -247,6 +255,7 @@ def growth_table(sizes: list[Size], repeat: int, cycles: int, saturate: bool = T
                     "--cycles",
                     str(cycles),
                     *([] if saturate else ["--without-saturated"]),
+                    *(["--tuned-collector"] if tuned else []),
                 ],
                 check=True,
                 capture_output=True,
@@ -275,6 +284,9 @@ def main() -> None:
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--progress", action="store_true", help="with --one: each cycle's time on stderr")
     parser.add_argument(
+        "--tuned-collector", action="store_true", help="the collector as kuota serve tunes it (queues/heap.py)"
+    )
+    parser.add_argument(
         "--without-saturated", action="store_true", help="skip the saturated cycles (fair preemption searches)"
     )
     args = parser.parse_args()
@@ -284,7 +296,9 @@ def main() -> None:
         )
         return
     if args.growth or args.size:
-        growth_table(args.size or GROWTH, args.repeat, args.cycles or 20, not args.without_saturated)
+        growth_table(
+            args.size or GROWTH, args.repeat, args.cycles or 20, not args.without_saturated, args.tuned_collector
+        )
         return
     args.cycles = args.cycles or 400
     mixes = {"baseline": BASELINE, "large": LARGE}
