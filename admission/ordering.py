@@ -3,11 +3,13 @@
 Classical: heads that do not borrow first, then those borrowing from a closer cohort, then higher priority, then
 higher fair-share factor, then older, then name. Under fair sharing: a tournament in every cohort, bottom-up, where
 the child whose subtree would not borrow wins, then the one with the lowest dominant resource share after
-admitting its head; recomputed after every pick because each admission changes the shares.
+admitting its head; after every pick the cohorts above the picked team look again, because its admission changed
+their shares.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -46,61 +48,105 @@ def _tiebreak(entry: Entry) -> tuple[int, int, str]:
     return (-w.priority, w.created_at, w.name)
 
 
+_FairKey = tuple[tuple[bool, tuple[int, Fraction]], int, int, str]
+"""At a cohort, a child's candidate: (whether the child's subtree would borrow, its DRS), then the tie-break."""
+
+
 class _FairOrder:
+    """The fair-sharing tournament, kept between picks instead of replayed.
+
+    A candidate's key at a cohort is the share of the cohort's child it comes through, with its head admitted;
+    that share reads only the usage inside that child's subtree. A pick charges the winner's team alone, so only the
+    cohorts on that team's path can change their winner: each pick refreshes one candidate per level (a heap per
+    cohort holds the others' keys as they were), where replaying the whole tournament cost every head of the tree
+    a share at every level, after every pick — heads² in a cohort tree. Every charge the cycle makes goes through
+    `Snapshot.charge`; the teams charged since a pick are the ones refreshed."""
+
     def __init__(self, snapshot: Snapshot, entries: Sequence[Entry]) -> None:
         self.snapshot = snapshot
-        self.by_root: dict[str, dict[str, Entry]] = {}
-        self.roots: dict[str, Node] = {}
+        self.waiting: dict[Node, list[Entry]] = {}
+        """Per team, its entries in the order given (one in a cycle; a team that is its own root takes the first,
+        a team in a cohort the last: how the replayed tournament read them)."""
         for entry in entries:
-            root = entry.team.root()
-            # A standalone team is its own root; its name may equal a cohort's, so keep the kinds apart.
-            key = f"team:{root.name}" if root.is_team else root.name
-            self.roots[key] = root
-            self.by_root.setdefault(key, {})[entry.workload.name] = entry
-        self.winners: dict[str, Entry] = {}
+            self.waiting.setdefault(entry.team, []).append(entry)
+        self.heaps: dict[Node, list[tuple[_FairKey, int, Node, Entry]]] = {}
+        self.current: dict[Node, tuple[_FairKey, int, Node, Entry]] = {}
+        """Per child node, its live heap item in its parent's heap (older items for it are stale)."""
+        self.roots: list[tuple[tuple[int, int, int, str], int, Node, Entry]] = []
+        self.current_root: dict[Node, tuple[tuple[int, int, int, str], int, Node, Entry]] = {}
+        self.sequence = 0
 
     def __iter__(self) -> Iterator[Entry]:
-        while self.by_root:
-            for key in self.by_root:
-                if key not in self.winners:
-                    self.winners[key] = self._tournament(self.roots[key], self.by_root[key])
-            key = min(
-                self.winners,
-                key=lambda k: (self.winners[k].assignment.borrowing, *_tiebreak(self.winners[k])),
-            )
-            winner = self.winners.pop(key)
-            del self.by_root[key][winner.workload.name]
-            if not self.by_root[key]:
-                del self.by_root[key]
-            yield winner  # the caller charges the snapshot before we compute this root's next winner
+        self._build()
+        while True:
+            roots = self.roots
+            while roots and self.current_root.get(roots[0][2]) is not roots[0]:
+                heapq.heappop(roots)
+            if not roots:
+                return
+            winner = roots[0][3]
+            queue = self.waiting[winner.team]
+            queue.pop(next(i for i, e in enumerate(queue) if e is winner))
+            charged = len(self.snapshot.charged)
+            yield winner  # the caller charges the snapshot before we look again
+            changed = {winner.team: None}
+            changed.update(dict.fromkeys(self.snapshot.charged[charged:]))
+            for team in changed:
+                self._refresh_path(team)
 
-    def _tournament(self, root: Node, entries: dict[str, Entry]) -> Entry:
-        if root.is_team:
-            return next(iter(entries.values()))
-        keys: dict[tuple[str, str], tuple[bool, tuple[int, Fraction]]] = {}
-        tree = self.snapshot.tree
-        by_team: dict[str, Entry] = {}
-        for entry in entries.values():
-            by_team[entry.team.name] = entry
-            with self.snapshot.with_usage(entry.team, entry.assignment.usage):
-                node = entry.team
-                for ancestor in entry.team.ancestors():
-                    factor = self.snapshot.factor(node.name) if node.is_team else None
-                    share = tree.dominant_resource_share(node, factor=factor)
-                    keys[(ancestor.name, entry.workload.name)] = (share.borrowing, share.sort_key)
-                    node = ancestor
-        winner = self._play(root, by_team, keys)
-        assert winner is not None
-        return winner
+    def _build(self) -> None:
+        cohorts: dict[Node, None] = {}
+        for team in self.waiting:
+            if team.parent is None:
+                self._refresh_root(team)
+                continue
+            self._refresh(team)
+            cohorts.update(dict.fromkeys(team.ancestors()))
+        # Bottom-up: a cohort's candidate is its heap's best, so its children's come first.
+        for cohort in sorted(cohorts, key=lambda c: c.height):
+            if cohort.parent is None:
+                self._refresh_root(cohort)
+            else:
+                self._refresh(cohort)
 
-    def _play(
-        self,
-        cohort: Node,
-        by_team: dict[str, Entry],
-        keys: dict[tuple[str, str], tuple[bool, tuple[int, Fraction]]],
-    ) -> Entry | None:
-        candidates = [e for child in cohort.child_cohorts if (e := self._play(child, by_team, keys)) is not None]
-        candidates += [by_team[t.name] for t in cohort.child_teams if t.name in by_team]
-        if not candidates:
-            return None
-        return min(candidates, key=lambda e: (keys[(cohort.name, e.workload.name)], *_tiebreak(e)))
+    def _refresh_path(self, team: Node) -> None:
+        node = team
+        while node.parent is not None:
+            self._refresh(node)
+            node = node.parent
+        self._refresh_root(node)
+
+    def _winner(self, node: Node) -> Entry | None:
+        if node.is_team:
+            queue = self.waiting.get(node)
+            if not queue:
+                return None
+            return queue[0] if node.parent is None else queue[-1]
+        heap = self.heaps.get(node)
+        while heap and self.current.get(heap[0][2]) is not heap[0]:
+            heapq.heappop(heap)
+        return heap[0][3] if heap else None
+
+    def _refresh(self, child: Node) -> None:
+        """Put `child`'s candidate, with its key as the tree is now, in its parent's heap."""
+        assert child.parent is not None
+        entry = self._winner(child)
+        if entry is None:
+            self.current.pop(child, None)
+            return
+        factor = self.snapshot.factor(child.name) if child.is_team else None
+        share = self.snapshot.tree.share_with(child, entry.team, entry.assignment.usage, factor)
+        self.sequence += 1
+        item = ((share.borrowing, share.sort_key), *_tiebreak(entry)), self.sequence, child, entry
+        self.current[child] = item
+        heapq.heappush(self.heaps.setdefault(child.parent, []), item)
+
+    def _refresh_root(self, root: Node) -> None:
+        entry = self._winner(root)
+        if entry is None:
+            self.current_root.pop(root, None)
+            return
+        self.sequence += 1
+        item = (entry.assignment.borrowing, *_tiebreak(entry)), self.sequence, root, entry
+        self.current_root[root] = item
+        heapq.heappush(self.roots, item)

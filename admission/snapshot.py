@@ -46,6 +46,8 @@ class Snapshot:
         )
         self._usage: dict[str, dict[FlavorResource, int]] = usage if usage is not None else {}
         self._charges: list[tuple[Node, Mapping[FlavorResource, int]]] | None = [] if log_charges else None
+        self.charged: list[Node] = []
+        """Every team charged in this cycle, in order (the fair order refreshes the paths of those it charged)."""
         self.now: int | None = None
         """The cycle's time; None: no workload is protected by a minimum runtime."""
         self.checkpoints: Callable[[Workload], int | None] | None = None
@@ -111,6 +113,7 @@ class Snapshot:
     def charge(self, team: Node, usage: Mapping[FlavorResource, int]) -> None:
         """Charge `usage` to `team` for the rest of the cycle (an admission, a reservation)."""
         self.tree.add_all(team, usage)
+        self.charged.append(team)
         if self._charges is not None:
             self._charges.append((team, usage))
 

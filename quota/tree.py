@@ -55,6 +55,7 @@ class Node:
         "name",
         "parent",
         "quotas",
+        "share",
         "spec",
         "subtree_quota",
         "usage",
@@ -75,6 +76,8 @@ class Node:
         self.local_quota: dict[FlavorResource, int] = {}
         self.lendable: dict[str, int] = {}
         self.usage: dict[FlavorResource, int] = {}
+        self.share: tuple[Fraction | None, DominantShare] | None = None
+        """The node's DRS at its usage now and the factor it was computed with; None once its usage moved."""
         self.weight: Fraction = Fraction(1)
         self.height = 0
 
@@ -114,7 +117,13 @@ class Node:
         return max(0, self.local_quota.get(fr, 0) - self.usage.get(fr, 0))
 
     def within_nominal(self, frs: Iterable[FlavorResource]) -> bool:
-        return all(self.usage.get(fr, 0) <= self.subtree_quota.get(fr, 0) for fr in frs)
+        # A plain loop: every preemption search asks this of every team of its cohort, and a generator under
+        # all() costs twice as much per call.
+        usage, quota = self.usage, self.subtree_quota
+        for fr in frs:  # noqa: SIM110 (see above)
+            if usage.get(fr, 0) > quota.get(fr, 0):
+                return False
+        return True
 
     def subtree_teams(self) -> Iterator[Node]:
         if self.is_team:
@@ -169,7 +178,7 @@ class QuotaTree:
             twin.quotas, twin.groups, twin.group_of = node.quotas, node.groups, node.group_of
             twin.subtree_quota, twin.local_quota, twin.lendable = node.subtree_quota, node.local_quota, node.lendable
             twin.weight, twin.height = node.weight, node.height
-            twin.usage = dict(node.usage)
+            twin.usage, twin.share = dict(node.usage), node.share
             mapping[id(node)] = twin
             return twin
 
@@ -221,6 +230,7 @@ class QuotaTree:
             return
         local_available = node.local_available(fr)
         node.usage[fr] = node.usage.get(fr, 0) + value
+        node.share = None
         if node.parent is not None and value > local_available:
             self.add_usage(node.parent, fr, value - local_available)
 
@@ -229,6 +239,7 @@ class QuotaTree:
             return
         stored_in_parent = node.usage.get(fr, 0) - node.local_quota.get(fr, 0)
         node.usage[fr] = node.usage.get(fr, 0) - value
+        node.share = None
         if stored_in_parent <= 0 or node.parent is None:
             return
         self.remove_usage(node.parent, fr, min(value, stored_in_parent))
@@ -283,7 +294,39 @@ class QuotaTree:
 
         `extra` is usage to count as if admitted (negative to count as if removed); `factor` scales the weight
         (fair-share credits: weight × 2F).
+
+        Without `extra` the answer is kept on the node until its usage next moves: between two starts or stops
+        under a node, every cycle's searches and every admin read ask for the same shares.
         """
+        if not extra:
+            cached = node.share
+            if cached is not None and cached[0] == factor:
+                return cached[1]
+            share = self._share(node, None, factor)
+            node.share = (factor, share)
+            return share
+        return self._share(node, extra, factor)
+
+    def share_with(
+        self, node: Node, team: Node, usage: Mapping[FlavorResource, int], factor: Fraction | None = None
+    ) -> DominantShare:
+        """`node`'s DRS were `usage` charged to `team` (in `node`'s subtree), without charging it: what reaches
+        each node on the way up is what `add_usage` would move there, so the answer is the charged tree's."""
+        arriving = dict(usage)
+        below = team
+        while below is not node:
+            # What `add_usage` passes to the parent: beyond what the lending limit still keeps local.
+            for fr, value in list(arriving.items()):
+                kept = below.local_available(fr)
+                if value > kept:
+                    arriving[fr] = value - kept
+                else:
+                    del arriving[fr]
+            assert below.parent is not None, f"{node} is not above {team}"
+            below = below.parent
+        return self._share(node, arriving, factor)
+
+    def _share(self, node: Node, extra: Mapping[FlavorResource, int] | None, factor: Fraction | None) -> DominantShare:
         weight = node.weight if factor is None else node.weight * 2 * factor
         if node.parent is None:
             return DominantShare(weight, Fraction(0), "", False)
