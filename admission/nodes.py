@@ -9,6 +9,7 @@ Pure data and arithmetic: no clocks, no I/O.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -54,6 +55,15 @@ class NodeInventory:
         self._changes: list[str] | None = None
         """Nodes whose usage changed, in order, once `track_changes` was called (a cycle's placement index
         reads it to update only those nodes)."""
+        self._clock = itertools.count(1)
+        """Shared with every copy, so that a stamp names one change in one inventory, never two."""
+        self._stamps: dict[str, int] = {}
+        """node → the stamp of the last change to it (its state or its usage)."""
+        self._nodes_stamp = 0
+        """The stamp of the last change to any node's state (added, replaced, removed)."""
+        self.derived: dict[str, object] = {}
+        """What the engine derives from the nodes and keeps from one cycle to the next (the placement's room
+        indexes): shared with every copy, and checked against the stamps before it is used."""
         for node in nodes:
             self.set_node(node)
 
@@ -62,12 +72,15 @@ class NodeInventory:
     def set_node(self, node: NodeState) -> None:
         """Add a node or replace what is known of it; its bindings stay."""
         self._nodes[node.name] = node
+        self._nodes_stamp = self._stamps[node.name] = next(self._clock)
         self._bound.setdefault(node.name, {})
         self._used.setdefault(node.name, {})
 
     def remove_node(self, name: str) -> None:
         """Forget a deleted node and everything bound to it."""
         self._nodes.pop(name, None)
+        self._nodes_stamp = next(self._clock)
+        self._stamps.pop(name, None)
         for owner in self._bound.pop(name, {}):
             nodes = self._owners.get(owner)
             if nodes is not None:
@@ -93,6 +106,7 @@ class NodeInventory:
         kept = {r: q for r, q in requests.items() if q > 0}
         if self._changes is not None:
             self._changes.append(node)
+        self._stamps[node] = next(self._clock)
         bound = self._bound.setdefault(node, {})
         bound[owner] = kept
         used = self._used.setdefault(node, {})
@@ -111,6 +125,7 @@ class NodeInventory:
             nodes.discard(name)
             if self._changes is not None:
                 self._changes.append(name)
+            self._stamps[name] = next(self._clock)
             held = self._bound.get(name, {}).pop(owner, {})
             used = self._used.get(name, {})
             for resource, quantity in held.items():
@@ -140,6 +155,18 @@ class NodeInventory:
         used = self._used.get(node, {})
         return {r: max(0, q - used.get(r, 0)) for r, q in state.allocatable.items()}
 
+    # -- stamps ---------------------------------------------------------------------------------------------------
+
+    def stamp(self, node: str) -> int:
+        """Changes whenever `node`'s state or usage does, in this inventory or a copy: two inventories of one origin
+        showing the same stamp for a node hold the same state and usage for it (0: an unknown node)."""
+        return self._stamps.get(node, 0)
+
+    @property
+    def nodes_stamp(self) -> int:
+        """Changes whenever a node is added, replaced or removed (what makes a node eligible for placement)."""
+        return self._nodes_stamp
+
     # -- change tracking --------------------------------------------------------------------------------------
 
     def track_changes(self) -> None:
@@ -161,4 +188,8 @@ class NodeInventory:
         other._bound = {n: {o: dict(r) for o, r in owners.items()} for n, owners in self._bound.items()}
         other._used = {n: dict(r) for n, r in self._used.items()}
         other._owners = {o: set(ns) for o, ns in self._owners.items()}
+        other._clock = self._clock
+        other._stamps = dict(self._stamps)
+        other._nodes_stamp = self._nodes_stamp
+        other.derived = self.derived
         return other

@@ -112,13 +112,16 @@ class Placer:
         self.inventory = inventory
         self._flavors = {f.name: f for f in config.flavors}
         self._eligible: dict[tuple[object, ...], list[_Slot]] = {}
-        self._indexes: dict[tuple[object, ...], _RoomIndex] = {}
-        self._skeletons: dict[tuple[object, ...], _Skeleton] = {}
         self._usage: dict[int, tuple[PodSet, dict[str, int]]] = {}
-        self._capacity: dict[tuple[object, ...], int] = {}
-        """The most pods of one shape that one domain at a depth could hold, every node empty (never_fits)."""
         self.topology_flavors = frozenset(f.name for f in config.flavors if config.topology_of(f.name) is not None)
         inventory.track_changes()
+        kept = inventory.derived.get(_KEPT)
+        if not isinstance(kept, _Kept) or kept.config is not config:
+            kept = _Kept(config)
+            inventory.derived[_KEPT] = kept
+        # Rebuilt only when some node's state changed: a node added, removed, failed, repaired or cordoned.
+        kept.forget_unless(inventory.nodes_stamp)
+        self._kept = kept
 
     # -- what a pod set asks -------------------------------------------------------------------------------------
 
@@ -157,7 +160,11 @@ class Placer:
         key = self._slot_key(demand)
         found = self._eligible.get(key)
         if found is None:
-            found = self._eligible[key] = self._find_slots(demand)
+            kept = self._kept.slots.get(key)
+            if kept is None:
+                kept = self._kept.slots[key] = self._find_slots(demand)
+            # The cycle's own slots: `place_directly` writes their room.
+            found = self._eligible[key] = [_Slot(s.node, s.path) for s in kept]
         return found
 
     def _find_slots(self, demand: Demand, *, only_schedulable: bool = True) -> list[_Slot]:
@@ -256,14 +263,15 @@ class Placer:
         one = self._one(demand.pod_set)
         slot_key = self._slot_key(demand)
         key = (slot_key, tuple(sorted(one.items())))
-        index = self._indexes.get(key)
+        kept = self._kept
+        index = kept.indexes.get(key)
         if index is None:
-            skeleton = self._skeletons.get(slot_key)
+            skeleton = kept.skeletons.get(slot_key)
             if skeleton is None:
-                skeleton = self._skeletons[slot_key] = _Skeleton(self._slots(demand), len(demand.topology.levels))
-            index = self._indexes[key] = _RoomIndex(self.inventory, skeleton, demand.topology, one)
+                skeleton = kept.skeletons[slot_key] = _Skeleton(self._slots(demand), len(demand.topology.levels))
+            index = kept.indexes[key] = _RoomIndex(self.inventory, skeleton, demand.topology, one)
         else:
-            index.sync()
+            index.attach(self.inventory)
         return index
 
     def domain_levels(self, demand: Demand) -> list[list[frozenset[str]]]:
@@ -289,14 +297,14 @@ class Placer:
         required = wish is not None and wish.required and wish.level in demand.topology.levels
         depth = demand.topology.levels.index(wish.level) + 1 if required and wish is not None else 0
         key = (self._slot_key(demand), tuple(sorted(self._one(demand.pod_set).items())), depth)
-        largest = self._capacity.get(key)
+        largest = self._kept.capacity.get(key)
         if largest is None:
             one = self._one(demand.pod_set)
             held: dict[tuple[str, ...], int] = {}
             for slot in self._find_slots(demand, only_schedulable=False):
                 domain = slot.path[:depth]
                 held[domain] = held.get(domain, 0) + _empty_room(slot.node, one)
-            largest = self._capacity[key] = max(held.values(), default=0)
+            largest = self._kept.capacity[key] = max(held.values(), default=0)
         if largest >= count:
             return None
         where = (
@@ -308,6 +316,35 @@ class Placer:
             f"can never fit: {where} could hold its {count} pods even with every node empty (at most {largest}); "
             "ask for fewer or smaller pods, or a wider level"
         )
+
+
+#: The key of the placement's kept state in `NodeInventory.derived`.
+_KEPT = "placement"
+
+
+class _Kept:
+    """What placement derives from the nodes and keeps from one cycle's inventory copy to the next, so that a cycle
+    costs what changed since the last one rather than the number of nodes: the eligible nodes and the domains of
+    every (topology, node labels, selector, tolerations), and the room index of every pod shape on them. All of it
+    but the room depends on the nodes' state only (kept while `nodes_stamp` stays); the room indexes bring
+    themselves up to date node by node from the stamps (`_RoomIndex.attach`)."""
+
+    def __init__(self, config: QuotaConfig) -> None:
+        self.config = config
+        self.nodes_stamp: int | None = None
+        self.slots: dict[tuple[object, ...], list[_Slot]] = {}
+        self.skeletons: dict[tuple[object, ...], _Skeleton] = {}
+        self.indexes: dict[tuple[object, ...], _RoomIndex] = {}
+        self.capacity: dict[tuple[object, ...], int] = {}
+        """The most pods of one shape that one domain at a depth could hold, every node empty (never_fits)."""
+
+    def forget_unless(self, nodes_stamp: int) -> None:
+        if nodes_stamp != self.nodes_stamp:
+            self.nodes_stamp = nodes_stamp
+            self.slots.clear()
+            self.skeletons.clear()
+            self.indexes.clear()
+            self.capacity.clear()
 
 
 class _Skeleton:
@@ -352,9 +389,12 @@ class _RoomIndex:
         self.one = dict(one)
         self.leaves = skeleton.leaves
         self.mark = inventory.change_mark()
+        self.seen: dict[str, int] = {}
+        """Node → the inventory stamp its room was computed at."""
         self.room: list[list[int]] = [[0] * len(level) for level in skeleton.keys]
         leaf = self.room[self.leaves]
         for name, numbers in skeleton.path.items():
+            self.seen[name] = inventory.stamp(name)
             room = self._node_room(name)
             leaf[numbers[-1]] = room
             for depth in range(self.leaves):
@@ -389,6 +429,7 @@ class _RoomIndex:
         numbers = self.skeleton.path.get(name)
         if numbers is None:
             return
+        self.seen[name] = self.inventory.stamp(name)
         delta = self._node_room(name) - self.room[self.leaves][numbers[-1]]
         if delta == 0:
             return
@@ -407,6 +448,20 @@ class _RoomIndex:
         self.mark += len(changed)
         for name in set(changed):
             self._refresh(name)
+
+    def attach(self, inventory: NodeInventory) -> None:
+        """Bring the room up to date with `inventory`: the one it follows (its change record says which nodes
+        changed), or another copy of the same nodes, a later cycle's (the nodes whose stamp differs from the one
+        their room was computed at: those changed in either copy since)."""
+        if inventory is self.inventory:
+            self.sync()
+            return
+        self.inventory = inventory
+        self.mark = inventory.change_mark()
+        seen = self.seen
+        for name in self.skeleton.path:
+            if inventory.stamp(name) != seen.get(name):
+                self._refresh(name)
 
     def tightest(self, depth: int, count: int) -> int | None:
         buckets = self.buckets[depth]
