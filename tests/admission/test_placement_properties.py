@@ -163,3 +163,58 @@ def test_the_room_index_follows_every_bind_and_unbind(
         placed.append(owner)
         if index % 3 == 2:
             cycle.unbind(placed.pop(0))  # a victim leaves
+
+
+CHANGES = st.lists(
+    st.tuples(st.sampled_from(["bind", "unbind", "cordon", "uncordon", "remove", "restore"]), st.integers(0, 15)),
+    max_size=6,
+)
+
+
+@SETTINGS
+@given(
+    clusters(),
+    st.lists(
+        st.tuples(st.lists(st.tuples(st.integers(1, 6), st.sampled_from([1, 4, 8]), WISHES), max_size=3), CHANGES),
+        min_size=1,
+        max_size=5,
+    ),
+)
+def test_what_placement_keeps_between_cycles_answers_as_a_fresh_start(
+    live: NodeInventory, cycles: list[tuple[list[tuple[int, int, TopologyRequest | None]], list[tuple[str, int]]]]
+) -> None:
+    """Cycle after cycle on copies of one live inventory whose nodes change between them (work starts and stops,
+    nodes are cordoned, deleted and come back): the placement kept from earlier cycles (node lists, domains, room
+    indexes, read through the inventory's stamps) answers every ask as a placement that starts from nothing does."""
+    original = {node.name: node for node in live}
+    for asks, changes in cycles:
+        cycle = live.copy()
+        fresh = live.copy()
+        fresh.derived = {}  # nothing kept: everything derived again from the nodes as they are
+        placer, plain = Placer(CONFIG, cycle), Placer(CONFIG, fresh)
+        for index, (count, gpus, wish) in enumerate(asks):
+            pod_set = PodSet("main", count, {GPU: gpus * 1000}, topology=wish)
+            demand, plain_demand = placer.demand(pod_set, count, ["h100"]), plain.demand(pod_set, count, ["h100"])
+            assert demand is not None and plain_demand is not None
+            found = placer.place(demand)
+            assert found == plain.place(plain_demand), "kept placement and a fresh start disagree"
+            if found is not None:
+                for target in (cycle, fresh):
+                    for node, pods in found.nodes.items():
+                        target.bind(
+                            f"head-{index}", node, {r: q * pods for r, q in per_pod_usage(pod_set.requests).items()}
+                        )
+        names = sorted(original)
+        for change, pick in changes:
+            name = names[pick % len(names)]
+            node = live.node(name)
+            if change == "bind" and node is not None:
+                live.bind(f"started-{pick}", name, {GPU: 1000, "cpu": 1000})
+            elif change == "unbind":
+                live.unbind(f"started-{pick}")
+            elif change in ("cordon", "uncordon") and node is not None:
+                live.set_node(NodeState(name, node.labels, node.allocatable, unschedulable=change == "cordon"))
+            elif change == "remove":
+                live.remove_node(name)
+            elif change == "restore" and node is None:
+                live.set_node(original[name])
