@@ -90,6 +90,7 @@ class QueueManager:
         self.live = self.tree.copy()
         self.running_by_team: dict[str, RunningWorkloads] = {t.name: RunningWorkloads() for t in config.teams}
         self.usage: dict[str, dict[FlavorResource, int]] = {}
+        self._by_tree: dict[str, list[tuple[str, TeamQueue]]] = {}
 
     # -- intake -------------------------------------------------------------------------------------------------
 
@@ -153,6 +154,8 @@ class QueueManager:
         if self.deactivated:
             skip = skip | self.deactivated
         for team, queue in self.queues.items():
+            if queue.idle:
+                continue
             head = queue.head(skip)
             if head is None or self.blocked.get(team) == head.name:
                 continue
@@ -396,6 +399,7 @@ class QueueManager:
         self.config = config
         self.tree = QuotaTree.from_config(config)
         self.queues = queues
+        self._by_tree = {}
         self.blocked.clear()
         self.live = self.tree.copy()
         by_team: dict[str, RunningWorkloads] = {t.name: RunningWorkloads() for t in config.teams}
@@ -448,11 +452,21 @@ class QueueManager:
             self.blocked.pop(team, None)
 
     def _capacity_changed(self, team: str) -> None:
-        node = self.tree.teams[team]
-        root = node.root()
-        for member in root.subtree_teams():
-            self.queues[member.name].unpark_all()
-            self.blocked.pop(member.name, None)
+        for member, queue in self._tree_queues(team):
+            queue.unpark_all()
+            if self.blocked:
+                self.blocked.pop(member, None)
+
+    def _tree_queues(self, team: str) -> list[tuple[str, TeamQueue]]:
+        """The queues of every team in `team`'s cohort tree. Kept per tree between reloads: every finished or
+        evicted workload asks for them, and walking a 200-team tree's generators each time was a fifth of a run."""
+        found = self._by_tree.get(team)
+        if found is None:
+            root = self.tree.teams[team].root()
+            found = [(member.name, self.queues[member.name]) for member in root.subtree_teams()]
+            for member, _ in found:
+                self._by_tree[member] = found
+        return found
 
     def positions(self) -> dict[str, tuple[int, int]]:
         """Per pending workload: (position in its team, position in its queue), 1-based, in admission order."""

@@ -70,6 +70,11 @@ class TeamQueue:
         self._settle()
         return self._parked
 
+    @property
+    def idle(self) -> bool:
+        """Nothing active and nothing to unpark: no head (read for every team in every cycle, so kept cheap)."""
+        return not self._keys and not self._unpark_due
+
     def __len__(self) -> int:
         return len(self._active) + len(self._parked)
 
