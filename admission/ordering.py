@@ -34,13 +34,39 @@ class Entry:
 def order_heads(snapshot: Snapshot, entries: Sequence[Entry]) -> Iterator[Entry]:
     if snapshot.fair_sharing:
         return _FairOrder(snapshot, entries).__iter__()
-    return iter(sorted(entries, key=lambda e: classical_key(snapshot, e)))
+    return iter(_classical_order(snapshot, entries))
 
 
 def classical_key(snapshot: Snapshot, entry: Entry) -> tuple[int, int, Fraction, int, str]:
+    """The classical order's whole key: borrowing, priority, fair-share factor, age, name."""
     factor = snapshot.factor(entry.workload.team) or Fraction(1)
     w = entry.workload
     return (entry.assignment.borrowing, -w.priority, -factor, w.created_at, w.name)
+
+
+def _classical_order(snapshot: Snapshot, entries: Sequence[Entry]) -> list[Entry]:
+    """`entries` sorted by `classical_key`, reading factors only where borrowing and priority tie.
+
+    Sorting by the key without its factor, then each run of equal borrowing and priority again by factor alone
+    (a stable sort keeps age and name in order inside equal factors), gives the whole key's order. Most cycles
+    order one head or heads of different priorities, and then need no factor at all (the controller computes
+    them only when first read)."""
+
+    def rank(entry: Entry) -> tuple[int, int]:
+        return (entry.assignment.borrowing, -entry.workload.priority)
+
+    ordered = sorted(entries, key=lambda e: (*rank(e), e.workload.created_at, e.workload.name))
+    start = 0
+    while start < len(ordered):
+        end = start + 1
+        while end < len(ordered) and rank(ordered[end]) == rank(ordered[start]):
+            end += 1
+        if end - start > 1:
+            ordered[start:end] = sorted(
+                ordered[start:end], key=lambda e: -(snapshot.factor(e.workload.team) or Fraction(1))
+            )
+        start = end
+    return ordered
 
 
 def _tiebreak(entry: Entry) -> tuple[int, int, str]:

@@ -40,7 +40,8 @@ class Snapshot:
         self.config = config
         self.tree = tree
         self.fair_sharing = config.fair_sharing.enabled
-        self.factors: Mapping[str, Fraction] = factors or {}
+        # (`is not None`, not `or`: a mapping computed when first read must not be read to be tested.)
+        self.factors: Mapping[str, Fraction] = factors if factors is not None else {}
         self.workloads: dict[str, RunningWorkloads] = (
             dict(running) if running is not None else {name: RunningWorkloads() for name in tree.teams}
         )

@@ -120,7 +120,7 @@ class Controller:
         self.dirty = True
         self.paused = False
         """Admissions pause (queues keep filling) while the ledger cannot take more events."""
-        self._factors: dict[str, Fraction] = {}
+        self._factors: Mapping[str, Fraction] = {}
         self._factors_at: int | None = None
         self.last_cycle: CycleResult | None = None
         self._due: list[tuple[int, int, str]] = []
@@ -556,7 +556,7 @@ class Controller:
 
     def _fair_share_factors(self, now: int) -> Mapping[str, Fraction]:
         if self._factors_at is None or now - self._factors_at >= CREDIT_REFRESH_MS or now < self._factors_at:
-            self._factors = dict(self.credits.factors(now))
+            self._factors = self.credits.factors_when_read(now)
             self._factors_at = now
         return self._factors
 

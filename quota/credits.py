@@ -14,7 +14,7 @@ machine and across restarts; ordering compares them as exact fractions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Context, Decimal, localcontext
 from fractions import Fraction
@@ -180,6 +180,23 @@ class CreditBook:
     def factors(self, now_ms: int) -> dict[str, Fraction]:
         return {name: credit.factor_fraction for name, credit in self.credits(now_ms).items()}
 
+    def factors_when_read(self, now_ms: int) -> Mapping[str, Fraction]:
+        """`factors(now_ms)`, computed the first time they are read, from the book as it is now.
+
+        Exactly the values `factors(now_ms)` gives at this moment, however the book changes before they are read:
+        the accumulators are copied (three small dicts). A cycle reads factors only when it orders two heads by
+        them (ties of borrowing and priority) or compares shares under fair sharing; most cycles of a large
+        replay do neither, and computing an exponential per team for each was a quarter of the run."""
+        frozen = CreditBook.__new__(CreditBook)
+        frozen.config = self.config
+        frozen.half_life_ms = self.half_life_ms
+        frozen._value = dict(self._value)
+        frozen._rate = dict(self._rate)
+        frozen._at = dict(self._at)
+        frozen._open = {}
+        frozen._shares = self._shares
+        return _FactorsWhenRead(frozen, now_ms)
+
     # -- arithmetic ---------------------------------------------------------------------------------------------
 
     def _scale(self) -> Decimal:
@@ -204,3 +221,33 @@ class CreditBook:
             rate = self._rate.get(team, Decimal(0))
             self._value[team] = self._value[team] * decay + rate * self._scale() * (1 - decay)
         self._at[team] = at_ms
+
+
+class _FactorsWhenRead(Mapping[str, Fraction]):
+    """Team → fair-share factor of a frozen book at one time, computed on the first read."""
+
+    __slots__ = ("_book", "_factors", "_now")
+
+    def __init__(self, book: CreditBook, now_ms: int) -> None:
+        self._book: CreditBook | None = book
+        self._now = now_ms
+        self._factors: dict[str, Fraction] | None = None
+
+    def _read(self) -> dict[str, Fraction]:
+        if self._factors is None:
+            assert self._book is not None
+            self._factors = self._book.factors(self._now)
+            self._book = None  # the copy is no longer needed
+        return self._factors
+
+    def __getitem__(self, team: str) -> Fraction:
+        return self._read()[team]
+
+    def get(self, team: str, default: object = None) -> object:  # type: ignore[override]
+        return self._read().get(team, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from admission.flavors import Assignment
-from admission.ordering import Entry, order_heads
+from admission.ordering import Entry, classical_key, order_heads
 from admission.snapshot import Snapshot
 from admission.workload import Workload
 from quota.config import QuotaConfig
@@ -179,6 +179,50 @@ def test_the_kept_tournament_picks_as_the_replayed_one(data: st.DataObject) -> N
         return picked
 
     assert picks("kept") == picks("replayed")
+
+
+@SETTINGS
+@given(data=st.data())
+def test_the_classical_order_reads_factors_only_for_ties_and_sorts_by_the_whole_key(data: st.DataObject) -> None:
+    config = data.draw(trees())
+    names = [t.name for t in config.teams]
+    factors = {name: Fraction(data.draw(st.integers(0, 8)), 4) for name in names if data.draw(st.booleans())}
+    heads = data.draw(st.lists(st.sampled_from(names), min_size=0, max_size=8))
+    snapshot = Snapshot.build(config, (), factors)
+    snapshot.fair_sharing = False
+    entries = [
+        _entry(
+            snapshot,
+            i,
+            team,
+            data.draw(st.integers(0, 2)),
+            data.draw(st.integers(0, 3)),
+            {},
+            data.draw(st.integers(0, 2)),
+        )
+        for i, team in enumerate(heads)
+    ]
+    read: list[str] = []
+
+    class Watched(dict[str, Fraction]):
+        def get(self, key: str, default: object = None) -> Any:
+            read.append(key)
+            return super().get(key, default)
+
+    snapshot.factors = Watched(factors)
+    ordered = [e.workload.name for e in order_heads(snapshot, entries)]
+    read_by_order = set(read)
+    assert ordered == [e.workload.name for e in sorted(entries, key=lambda e: classical_key(snapshot, e))]
+    tied = {
+        e.workload.team
+        for e in entries
+        if sum(
+            (o.assignment.borrowing, o.workload.priority) == (e.assignment.borrowing, e.workload.priority)
+            for o in entries
+        )
+        > 1
+    }
+    assert read_by_order <= tied
 
 
 def _usage_of(data: st.DataObject, most: int) -> dict[FlavorResource, int]:

@@ -75,3 +75,17 @@ def test_rebuilt_from_the_ledger_gives_the_same_credits() -> None:
         a, b = live.credits(3 * HOUR)[team], replayed.credits(3 * HOUR)[team]
         assert abs(a.factor - b.factor) < Decimal("1e-25")
         assert abs(a.usage - b.usage) < Decimal("1e-20")
+
+
+def test_factors_read_later_are_those_of_the_moment_they_were_asked_for() -> None:
+    book = CreditBook(CONFIG)
+    book.open("a", "nlp", {"nvidia.com/gpu": 3000}, 0)
+    book.open("b", "ops", {"nvidia.com/gpu": 1000}, 0)
+    eager = book.factors(HOUR)
+    lazy = book.factors_when_read(HOUR)
+    # The book moves on before anyone reads them: they must not follow it.
+    book.close("a", 2 * HOUR)
+    book.open("c", "vision", {"nvidia.com/gpu": 8000}, 2 * HOUR)
+    assert book.factors(HOUR) != eager, "the book itself has moved (the test would prove nothing otherwise)"
+    assert dict(lazy) == eager
+    assert lazy.get("nlp") == eager["nlp"] and lazy.get("nobody") is None and len(lazy) == len(eager)
