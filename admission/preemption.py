@@ -534,6 +534,9 @@ def _almost_lcas(preemptor_team: Node, target_team: Node) -> tuple[Node, Node]:
 
 _UsageKey = tuple[tuple[FlavorResource, int], ...]
 
+_NO_SHARE = (0, Fraction(0))
+"""A DRS sort key of a team that borrows nothing anyone lends."""
+
 
 class _FairSearch:
     def __init__(self, snapshot: Snapshot, request: PreemptionRequest, queues: dict[str, _VictimQueue]) -> None:
@@ -579,24 +582,34 @@ class _FairSearch:
     def pick(self, teams: Iterable[str], include_preemptor: bool) -> str | None:
         """The team with the highest share; the preemptor's own team loses ties; then candidate order."""
         best: tuple[tuple[int, Fraction], int] | None = None
+        best_victim: Workload | None = None
+        # The best victim's candidate-order key is read only once another team ties with it: it asks when each
+        # victim last checkpointed, and most picks have no tie (it was read for every team of every pick).
         best_head: OrderKey | None = None
         chosen: str | None = None
+        preemptor = self.request.team.name
         for name in teams:
             queue = self.queues.get(name)
             victim = queue.head() if queue is not None else None
             if victim is None:
                 continue
-            node = self.snapshot.team(name)
-            own = name == self.request.team.name
+            own = name == preemptor
             if own and not include_preemptor:
                 continue
-            share = self.share(node)
-            if not own and share.sort_key == (0, Fraction(0)):
+            share = self.share(self.snapshot.team(name))
+            if not own and share.sort_key == _NO_SHARE:
                 continue  # not borrowing (or borrowing nothing anyone lends): nothing to reclaim here
-            key, head = (share.sort_key, 0 if own else 1), order_key(self.snapshot, victim)
-            # Equal keys can only be two other teams: the one whose next victim comes first in candidate order.
-            if best is None or key > best or (key == best and best_head is not None and head < best_head):
-                best, best_head, chosen = key, head, name
+            key = (share.sort_key, 0 if own else 1)
+            if best is None or key > best:
+                best, best_victim, best_head, chosen = key, victim, None, name
+            elif key == best:
+                # Equal keys can only be two other teams: the one whose next victim comes first in candidate order.
+                assert best_victim is not None
+                if best_head is None:
+                    best_head = order_key(self.snapshot, best_victim)
+                head = order_key(self.snapshot, victim)
+                if head < best_head:
+                    best, best_victim, best_head, chosen = key, victim, head, name
         return chosen
 
     def usage_key(self, victim: Workload) -> _UsageKey:
