@@ -160,22 +160,27 @@ class CreditBook:
             return out
 
     def credits(self, now_ms: int) -> dict[str, TeamCredit]:
+        usage, total = self._usage_and_total(now_ms)
+        return {team.name: self._credit(team.name, usage, total) for team in self.config.teams}
+
+    def _usage_and_total(self, now_ms: int) -> tuple[dict[str, Decimal], Decimal]:
         usage = self.usage(now_ms)
         with localcontext(Context(prec=PRECISION)):
-            total = sum(usage.values(), Decimal(0))
-            out = {}
-            for team in self.config.teams:
-                used = usage.get(team.name, Decimal(0))
-                fraction = used / total if total > 0 else Decimal(0)
-                share = self._shares.get(team.name, Decimal(0))
-                if fraction == 0:
-                    factor = Decimal(1)
-                elif share == 0:
-                    factor = Decimal(0)
-                else:
-                    factor = (-(fraction / share) * _LN2).exp()
-                out[team.name] = TeamCredit(team.name, used, fraction, share, factor)
-            return out
+            return usage, sum(usage.values(), Decimal(0))
+
+    def _credit(self, team: str, usage: Mapping[str, Decimal], total: Decimal) -> TeamCredit:
+        """One team's credit, given every team's decayed usage and their total (each team's is independent)."""
+        with localcontext(Context(prec=PRECISION)):
+            used = usage.get(team, Decimal(0))
+            fraction = used / total if total > 0 else Decimal(0)
+            share = self._shares.get(team, Decimal(0))
+            if fraction == 0:
+                factor = Decimal(1)
+            elif share == 0:
+                factor = Decimal(0)
+            else:
+                factor = (-(fraction / share) * _LN2).exp()
+            return TeamCredit(team, used, fraction, share, factor)
 
     def factors(self, now_ms: int) -> dict[str, Fraction]:
         return {name: credit.factor_fraction for name, credit in self.credits(now_ms).items()}
@@ -224,30 +229,38 @@ class CreditBook:
 
 
 class _FactorsWhenRead(Mapping[str, Fraction]):
-    """Team → fair-share factor of a frozen book at one time, computed on the first read."""
+    """Team → fair-share factor of a frozen book at one time: every team's decayed usage on the first read (a
+    factor needs their total), each team's factor (an exponential) only when that team is read — a cycle under
+    fair sharing reads those of the teams with heads, not all of them."""
 
-    __slots__ = ("_book", "_factors", "_now")
+    __slots__ = ("_book", "_factors", "_now", "_teams", "_total", "_usage")
 
     def __init__(self, book: CreditBook, now_ms: int) -> None:
-        self._book: CreditBook | None = book
+        self._book = book
         self._now = now_ms
-        self._factors: dict[str, Fraction] | None = None
+        self._teams = {team.name: None for team in book.config.teams}
+        self._factors: dict[str, Fraction] = {}
+        self._usage: dict[str, Decimal] | None = None
+        self._total = Decimal(0)
 
-    def _read(self) -> dict[str, Fraction]:
-        if self._factors is None:
-            assert self._book is not None
-            self._factors = self._book.factors(self._now)
-            self._book = None  # the copy is no longer needed
-        return self._factors
+    def _factor(self, team: str) -> Fraction:
+        factor = self._factors.get(team)
+        if factor is None:
+            if self._usage is None:
+                self._usage, self._total = self._book._usage_and_total(self._now)
+            factor = self._factors[team] = self._book._credit(team, self._usage, self._total).factor_fraction
+        return factor
 
     def __getitem__(self, team: str) -> Fraction:
-        return self._read()[team]
+        if team not in self._teams:
+            raise KeyError(team)
+        return self._factor(team)
 
     def get(self, team: str, default: object = None) -> object:  # type: ignore[override]
-        return self._read().get(team, default)
+        return self._factor(team) if team in self._teams else default
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._read())
+        return iter(self._teams)
 
     def __len__(self) -> int:
-        return len(self._read())
+        return len(self._teams)
