@@ -208,11 +208,8 @@ class LargeReviews:
 
 async def _read_body(request: web.Request) -> bytes | None:
     """The body, or None when it stops coming: such a body would hold this handler (and its connection) for good."""
-    # A deadline on the read itself (asyncio.timeout), not wait_for: wait_for wraps the read in a task of its own,
-    # which cost more than parsing the review when the body is already there, as it nearly always is.
     try:
-        async with asyncio.timeout(BODY_TIMEOUT_S):
-            return await request.read()
+        return await asyncio.wait_for(request.read(), BODY_TIMEOUT_S)
     except TimeoutError:
         return None
 
