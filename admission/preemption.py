@@ -325,14 +325,14 @@ class _Lazy:
 def _sources_in_subtree(
     request: PreemptionRequest, cohort: Node, subtree_root: Node, skip: Node | None, advantage: bool
 ) -> Iterator[_Source]:
-    for child in cohort.child_cohorts:
-        if child is skip or child.within_nominal(request.contested):
+    # Only children above their quota of a contested resource can hold victims (child cohorts come first).
+    for child in cohort.children_over(request.contested):
+        if child is skip or child is request.team:
             continue
-        yield from _sources_in_subtree(request, child, subtree_root, skip, advantage)
-    for child in cohort.child_teams:
-        if child is request.team or child.within_nominal(request.contested):
-            continue
-        yield _Source(child, subtree_root, advantage)
+        if child.is_team:
+            yield _Source(child, subtree_root, advantage)
+        else:
+            yield from _sources_in_subtree(request, child, subtree_root, skip, advantage)
 
 
 def _cohort_sources(snapshot: Snapshot, request: PreemptionRequest) -> tuple[list[_Source], list[_Source]]:

@@ -53,7 +53,9 @@ class Node:
         "lendable",
         "local_quota",
         "name",
+        "over",
         "parent",
+        "position",
         "quotas",
         "share",
         "spec",
@@ -80,6 +82,12 @@ class Node:
         """The node's DRS at its usage now and the factor it was computed with; None once its usage moved."""
         self.weight: Fraction = Fraction(1)
         self.height = 0
+        self.position = 0
+        """Where the node stands among its parent's child cohorts (or child teams)."""
+        self.over: dict[FlavorResource, dict[Node, None]] = {}
+        """Per flavor/resource, the children using more of it than their subtree quota (kept by the tree's usage
+        methods). A preemption search looks for victims only under such children: reading this instead of every
+        child made a search follow the borrowers rather than the cohort's size."""
 
     def __repr__(self) -> str:
         return f"<{'team' if self.is_team else 'cohort'} {self.name}>"
@@ -125,6 +133,18 @@ class Node:
                 return False
         return True
 
+    def children_over(self, frs: Iterable[FlavorResource]) -> list[Node]:
+        """The children that are not `within_nominal(frs)`: child cohorts first, then teams, each in tree order."""
+        over = self.over
+        found: dict[Node, None] = {}
+        for fr in frs:
+            children = over.get(fr)
+            if children:
+                found.update(children)
+        if len(found) < 2:
+            return list(found)
+        return sorted(found, key=_tree_order)
+
     def subtree_teams(self) -> Iterator[Node]:
         if self.is_team:
             yield self
@@ -152,11 +172,13 @@ class QuotaTree:
             if cohort.parent is not None:
                 parent = cohorts[cohort.parent]
                 cohorts[cohort.name].parent = parent
+                cohorts[cohort.name].position = len(parent.child_cohorts)
                 parent.child_cohorts.append(cohorts[cohort.name])
         for team in config.teams:
             if team.parent is not None:
                 parent = cohorts[team.parent]
                 teams[team.name].parent = parent
+                teams[team.name].position = len(parent.child_teams)
                 parent.child_teams.append(teams[team.name])
         tree = cls(teams, cohorts, config.fair_sharing.enabled)
         for node in (*cohorts.values(), *teams.values()):
@@ -177,8 +199,9 @@ class QuotaTree:
             twin.parent, twin.child_cohorts, twin.child_teams = node.parent, node.child_cohorts, node.child_teams
             twin.quotas, twin.groups, twin.group_of = node.quotas, node.groups, node.group_of
             twin.subtree_quota, twin.local_quota, twin.lendable = node.subtree_quota, node.local_quota, node.lendable
-            twin.weight, twin.height = node.weight, node.height
+            twin.weight, twin.height, twin.position = node.weight, node.height, node.position
             twin.usage, twin.share = dict(node.usage), node.share
+            twin.over = node.over  # remapped below, once every twin exists
             mapping[id(node)] = twin
             return twin
 
@@ -189,6 +212,8 @@ class QuotaTree:
                 node.parent = mapping[id(node.parent)]
             node.child_cohorts = [mapping[id(c)] for c in node.child_cohorts]
             node.child_teams = [mapping[id(c)] for c in node.child_teams]
+            # Always a dict of the copy's own: an empty one shared with the original would be filled by both.
+            node.over = {fr: dict.fromkeys(mapping[id(c)] for c in kids) for fr, kids in node.over.items() if kids}
         return QuotaTree(teams, cohorts, self.fair_sharing)
 
     def nodes(self) -> Iterator[Node]:
@@ -229,18 +254,25 @@ class QuotaTree:
         if value == 0:
             return
         local_available = node.local_available(fr)
-        node.usage[fr] = node.usage.get(fr, 0) + value
+        before = node.usage.get(fr, 0)
+        node.usage[fr] = before + value
         node.share = None
-        if node.parent is not None and value > local_available:
-            self.add_usage(node.parent, fr, value - local_available)
+        if node.parent is not None:
+            _note_crossing(node, fr, before)
+            if value > local_available:
+                self.add_usage(node.parent, fr, value - local_available)
 
     def remove_usage(self, node: Node, fr: FlavorResource, value: int) -> None:
         if value == 0:
             return
-        stored_in_parent = node.usage.get(fr, 0) - node.local_quota.get(fr, 0)
-        node.usage[fr] = node.usage.get(fr, 0) - value
+        before = node.usage.get(fr, 0)
+        stored_in_parent = before - node.local_quota.get(fr, 0)
+        node.usage[fr] = before - value
         node.share = None
-        if stored_in_parent <= 0 or node.parent is None:
+        if node.parent is None:
+            return
+        _note_crossing(node, fr, before)
+        if stored_in_parent <= 0:
             return
         self.remove_usage(node.parent, fr, min(value, stored_in_parent))
 
@@ -385,6 +417,23 @@ class DominantShare:
         if self.infinite:
             return "inf"
         return str(round(float(self.value), 3)) if self.value else "0"
+
+
+def _note_crossing(node: Node, fr: FlavorResource, before: int) -> None:
+    """Keep the parent's `over` index true after `node`'s usage of `fr` moved from `before`."""
+    assert node.parent is not None
+    quota = node.subtree_quota.get(fr, 0)
+    was, now = before > quota, node.usage[fr] > quota
+    if was is now:
+        return
+    if now:
+        node.parent.over.setdefault(fr, {})[node] = None
+    else:
+        del node.parent.over[fr][node]
+
+
+def _tree_order(node: Node) -> tuple[bool, int]:
+    return node.is_team, node.position
 
 
 def _node(spec: Cohort | Team, is_team: bool) -> Node:

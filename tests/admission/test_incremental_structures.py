@@ -4,6 +4,8 @@
   after each pick); the reference here replays the whole tournament after every pick, as the engine once did.
 * A node's DRS is kept on the node until its usage moves; the reference recounts a fresh tree from the live work.
   A share with a head's usage counted without charging it (`share_with`) against charging it and asking.
+* A cohort's index of children above their quota (`over`, read by every classical preemption search) against
+  asking every child, through starts and stops and in copies.
 
 Random trees up to four levels deep with lending and borrowing limits, weights (0 included) and fair-share
 factors; random running work; random heads; and after every pick a random charge (all of the head's usage, part
@@ -229,6 +231,20 @@ def _usage_of(data: st.DataObject, most: int) -> dict[FlavorResource, int]:
     return {fr: data.draw(st.integers(0, most)) * 1000 for fr in FR if data.draw(st.booleans())}
 
 
+def _start_or_stop(
+    data: st.DataObject, tree: QuotaTree, live: dict[int, tuple[str, dict[FlavorResource, int]]], step: int, most: int
+) -> None:
+    """Stop one of the `live` workloads, or start a new one (as `step`) with up to `most` of each resource."""
+    if live and data.draw(st.booleans()):
+        team, usage = live.pop(data.draw(st.sampled_from(sorted(live))))
+        tree.remove_all(tree.teams[team], usage)
+    else:
+        team = data.draw(st.sampled_from(sorted(tree.teams)))
+        usage = _usage_of(data, most)
+        live[step] = (team, usage)
+        tree.add_all(tree.teams[team], usage)
+
+
 def _entry(
     snapshot: Snapshot,
     index: int,
@@ -253,15 +269,7 @@ def test_kept_shares_equal_a_recount_through_starts_and_stops(data: st.DataObjec
     live: dict[int, tuple[str, dict[FlavorResource, int]]] = {}
     nodes = [*tree.cohorts, *tree.teams]
     for step in range(data.draw(st.integers(1, 30))):
-        if live and data.draw(st.booleans()):
-            key = data.draw(st.sampled_from(sorted(live)))
-            team, usage = live.pop(key)
-            tree.remove_all(tree.teams[team], usage)
-        else:
-            team = data.draw(st.sampled_from(sorted(tree.teams)))
-            usage = _usage_of(data, 5)
-            live[step] = (team, usage)
-            tree.add_all(tree.teams[team], usage)
+        _start_or_stop(data, tree, live, step, most=5)
         recount = QuotaTree.from_config(config)
         for team, usage in live.values():
             recount.add_all(recount.teams[team], usage)
@@ -288,3 +296,42 @@ def test_kept_shares_equal_a_recount_through_starts_and_stops(data: st.DataObjec
         copy.add_all(copy.teams[charged], {FR[0]: 1000})
         for name, node in tree.teams.items():
             assert tree.dominant_resource_share(node) == recount.dominant_resource_share(recount.teams[name])
+
+
+# -- children above their quota, kept on the cohorts --------------------------------------------------------------
+
+
+def _children_over_by_asking(cohort: Node, frs: Sequence[FlavorResource]) -> list[Node]:
+    return [c for c in (*cohort.child_cohorts, *cohort.child_teams) if not c.within_nominal(frs)]
+
+
+def _assert_index_true(tree: QuotaTree) -> None:
+    for cohort in tree.cohorts.values():
+        for fr in FR:
+            asked = {c for c in (*cohort.child_cohorts, *cohort.child_teams) if not c.within_nominal([fr])}
+            assert set(cohort.over.get(fr, {})) == asked, (cohort, fr)
+        for frs in ([FR[0]], [FR[1]], FR, []):
+            assert cohort.children_over(frs) == _children_over_by_asking(cohort, frs)
+    for team in tree.teams.values():
+        assert not team.over
+
+
+@SETTINGS
+@given(data=st.data())
+def test_the_index_of_children_above_quota_equals_asking_every_child(data: st.DataObject) -> None:
+    config = data.draw(trees())
+    tree = QuotaTree.from_config(config)
+    live: dict[int, tuple[str, dict[FlavorResource, int]]] = {}
+    for step in range(data.draw(st.integers(1, 30))):
+        _start_or_stop(data, tree, live, step, most=9)
+        _assert_index_true(tree)
+        if data.draw(st.booleans()):
+            # A cycle's snapshot: its own index over its own nodes, which its charges move and the original's don't.
+            copy = tree.copy()
+            _assert_index_true(copy)
+            for node in copy.nodes():
+                for kids in node.over.values():
+                    assert all(copy.teams.get(k.name, copy.cohorts.get(k.name)) is k for k in kids)
+            copy.add_all(copy.teams[data.draw(st.sampled_from(sorted(copy.teams)))], {FR[0]: 9000})
+            _assert_index_true(copy)
+            _assert_index_true(tree)
