@@ -83,7 +83,7 @@ class Node:
         self.weight: Fraction = Fraction(1)
         self.height = 0
         self.position = 0
-        """Where the node stands among its parent's child cohorts (or child teams)."""
+        """Where the node stands among its parent's children: child cohorts first, then child teams."""
         self.over: dict[FlavorResource, dict[Node, None]] = {}
         """Per flavor/resource, the children using more of it than their subtree quota (kept by the tree's usage
         methods). A preemption search looks for victims only under such children: reading this instead of every
@@ -136,11 +136,15 @@ class Node:
     def children_over(self, frs: Iterable[FlavorResource]) -> list[Node]:
         """The children that are not `within_nominal(frs)`: child cohorts first, then teams, each in tree order."""
         over = self.over
-        found: dict[Node, None] = {}
+        found: dict[Node, None] | None = None
         for fr in frs:
             children = over.get(fr)
-            if children:
-                found.update(children)
+            if not children:
+                continue
+            # The common case, one contested resource: its children are read, not copied.
+            found = children if found is None else {**found, **children}
+        if found is None:
+            return []
         if len(found) < 2:
             return list(found)
         return sorted(found, key=_tree_order)
@@ -178,7 +182,7 @@ class QuotaTree:
             if team.parent is not None:
                 parent = cohorts[team.parent]
                 teams[team.name].parent = parent
-                teams[team.name].position = len(parent.child_teams)
+                teams[team.name].position = _TEAMS_AFTER_COHORTS + len(parent.child_teams)
                 parent.child_teams.append(teams[team.name])
         tree = cls(teams, cohorts, config.fair_sharing.enabled)
         for node in (*cohorts.values(), *teams.values()):
@@ -432,8 +436,12 @@ def _note_crossing(node: Node, fr: FlavorResource, before: int) -> None:
         del node.parent.over[fr][node]
 
 
-def _tree_order(node: Node) -> tuple[bool, int]:
-    return node.is_team, node.position
+_TEAMS_AFTER_COHORTS = 1 << 40
+"""Added to a team's position, so that one number orders a cohort's children (no tuple made to sort them)."""
+
+
+def _tree_order(node: Node) -> int:
+    return node.position
 
 
 def _node(spec: Cohort | Team, is_team: bool) -> Node:
