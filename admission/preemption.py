@@ -209,15 +209,14 @@ def _priority_ceiling(policy: WithinTeamPolicy | ReclaimPolicy, preemptor: Workl
     return None
 
 
-def _team_keys(
-    snapshot: Snapshot, request: PreemptionRequest, team: Node, evicting: bool, ceiling: int | None
-) -> list[CandidateKey]:
+def _ceiling_for(request: PreemptionRequest, own_team: bool, ceiling: int | None) -> int | None:
+    """The priority a search's candidates in the preemptor's own team (or in other teams) must be below, if any:
+    the lower of `ceiling` and what the policy for that team allows."""
     spec = request.team.team.preemption
-    policy = spec.within_team if team is request.team else spec.reclaim_within_cohort
-    by_policy = _priority_ceiling(policy, request.preemptor)
+    by_policy = _priority_ceiling(spec.within_team if own_team else spec.reclaim_within_cohort, request.preemptor)
     if ceiling is None or (by_policy is not None and by_policy < ceiling):
-        ceiling = by_policy
-    return snapshot.workloads[team.name].candidate_order(evicting=evicting, below_priority=ceiling)
+        return by_policy
+    return ceiling
 
 
 OrderKey = tuple[bool, int, int, int, str]
@@ -233,27 +232,30 @@ def order_key(snapshot: Snapshot, workload: Workload) -> OrderKey:
     return (evicting_last, priority, admitted, saved, name)
 
 
-def _checkpoint_order(snapshot: Snapshot, team: str, keys: list[CandidateKey]) -> Iterable[CandidateKey]:
+def _checkpoint_order(snapshot: Snapshot, team: str, keys: Iterable[CandidateKey]) -> Iterable[CandidateKey]:
     """`keys` (in the spec's order) with every run that only names separate put in `order_key`'s order, lazily."""
-    if snapshot.checkpoints is None or len(keys) < 2:
+    if snapshot.checkpoints is None or (isinstance(keys, list) and len(keys) < 2):
         return keys
-    return _runs_by_checkpoint(snapshot, snapshot.workloads[team], keys)
+    return _runs_by_checkpoint(snapshot, snapshot.workloads[team], iter(keys))
 
 
 def _runs_by_checkpoint(
-    snapshot: Snapshot, running: Mapping[str, Workload], keys: list[CandidateKey]
+    snapshot: Snapshot, running: Mapping[str, Workload], keys: Iterator[CandidateKey]
 ) -> Iterator[CandidateKey]:
-    index, count = 0, len(keys)
-    while index < count:
-        first = keys[index]
-        end = index + 1
-        while end < count and keys[end][2] == first[2] and keys[end][1] == first[1] and keys[end][0] == first[0]:
-            end += 1
-        if end - index == 1:
-            yield first
+    first = next(keys, None)
+    while first is not None:
+        run = [first]
+        first = None
+        for key in keys:  # the run goes on while evicting state, priority and admission time are the first's
+            if key[2] == run[0][2] and key[1] == run[0][1] and key[0] == run[0][0]:
+                run.append(key)
+            else:
+                first = key
+                break
+        if len(run) == 1:
+            yield run[0]
         else:
-            yield from sorted(keys[index:end], key=lambda k: (-snapshot.saved_at(running[k[3]]), k[3]))
-        index = end
+            yield from sorted(run, key=lambda k: (-snapshot.saved_at(running[k[3]]), k[3]))
 
 
 def _candidates(
@@ -267,12 +269,17 @@ def _candidates(
 
     `ceiling`: only candidates below this priority.
     """
-    runs = [_team_keys(snapshot, request, source.team, evicting, ceiling) for source in sources]
-    tagged = [
-        zip(_checkpoint_order(snapshot, sources[index].team.name, run), repeat(index))
-        for index, run in enumerate(runs)
-        if run
-    ]
+    # Each team's keys are walked lazily: a search mostly stops after a few victims, and a saturated cohort has
+    # hundreds of borrowing teams whose orders it would otherwise copy.
+    if not sources:
+        return
+    # A group of sources is the preemptor's own team alone, or other teams only.
+    below = _ceiling_for(request, sources[0].team is request.team, ceiling)
+    tagged = []
+    for index, source in enumerate(sources):
+        keys = snapshot.workloads[source.team.name].walk_candidates(evicting=evicting, below_priority=below)
+        if keys is not None:
+            tagged.append(zip(_checkpoint_order(snapshot, source.team.name, keys), repeat(index)))
     if len(tagged) < 2:
         merged: Iterable[tuple[CandidateKey, int]] = tagged[0] if tagged else ()
     elif snapshot.checkpoints is None:

@@ -9,7 +9,7 @@ asks for it), and searches read it lazily from the front.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, MutableMapping, ValuesView
 from typing import TypeVar, overload
 
@@ -23,6 +23,7 @@ UsageSignature = tuple[tuple[FlavorResource, int], ...]
 """What a running workload holds, as sorted (flavor/resource, amount) pairs: look-alike jobs share one."""
 
 _LOWEST = -(2**63)
+_RUNNING_START: CandidateKey = (True, _LOWEST, _LOWEST, "")
 _T = TypeVar("_T")
 
 
@@ -110,11 +111,28 @@ class RunningWorkloads(MutableMapping[str, Workload]):
         """
         order = self._ordered()
         # Evicting workloads sort first (their key starts with False): the rest begins at the first True.
-        boundary = bisect_left(order, (True, _LOWEST, _LOWEST, ""))
+        boundary = bisect_left(order, _RUNNING_START)
         start, end = (0, boundary) if evicting else (boundary, len(order))
         if below_priority is not None:
             end = bisect_left(order, (not evicting, below_priority, _LOWEST, ""), start, end)
         return order[start:end]
+
+    def walk_candidates(self, *, evicting: bool, below_priority: int | None = None) -> Iterator[CandidateKey] | None:
+        """`candidate_order`'s keys, read from the live order one at a time instead of copied; None when there
+        are none (told without making a walk: most teams of a search have no evicting workload).
+
+        Each key is the first one after the key given before, so workloads the reader removes and restores behind
+        its position (the victims it takes, then gives back) do not disturb the walk. The same keys as the copy
+        while nobody else changes this part of the order during the walk."""
+        order = self._ordered()
+        start = 0 if evicting else bisect_left(order, _RUNNING_START)
+        if below_priority is not None:
+            stop: CandidateKey | None = (not evicting, below_priority, _LOWEST, "")
+        else:
+            stop = _RUNNING_START if evicting else None
+        if start == len(order) or (stop is not None and order[start] >= stop):
+            return None
+        return _walk(order, start, stop)
 
     def signatures(self) -> Iterable[UsageSignature]:
         """Every distinct usage among the workloads held (each once), whatever their order: a search that finds
@@ -139,3 +157,12 @@ class RunningWorkloads(MutableMapping[str, Workload]):
         index = bisect_left(self._order, key)
         # The key is always there: it was inserted with the workload it was computed from.
         del self._order[index]
+
+
+def _walk(order: list[CandidateKey], index: int, stop: CandidateKey | None) -> Iterator[CandidateKey]:
+    while index < len(order):
+        key = order[index]
+        if stop is not None and key >= stop:
+            return
+        yield key
+        index = bisect_right(order, key)  # after `key`, whether the reader removed it meanwhile or not

@@ -82,3 +82,37 @@ def test_within_a_priority_the_most_recently_admitted_comes_first() -> None:
     index = RunningWorkloads([running("old", 5, 10), running("new", 5, 20), running("low", 1, 0)])
     assert [k[3] for k in index.candidate_order(evicting=False)] == ["low", "new", "old"]
     assert [k[3] for k in index.candidate_order(evicting=False, below_priority=5)] == ["low"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(operations, st.one_of(st.none(), st.integers(-3, 4)), st.lists(st.sampled_from(["take", "give back", "keep"])))
+def test_a_walk_gives_the_copys_keys_while_the_reader_takes_and_gives_back_what_it_read(
+    steps: list[tuple[str, int, int, int]], below: int | None, actions: list[str]
+) -> None:
+    """A preemption search walks a team's order and removes the victims it takes, putting some back as it goes
+    (and all of them once it gives up): the walk must still give every key of the copy taken at its start."""
+    index = RunningWorkloads()
+    for op, which, priority, admitted_at in steps:
+        name = f"w{which}"
+        if op in ("set", "read"):
+            index[name] = running(name, priority, admitted_at, evicting=op == "read")
+        elif op == "delete" and name in index:
+            del index[name]
+    for evicting in (True, False):
+        copy = [k[3] for k in index.candidate_order(evicting=evicting, below_priority=below)]
+        walk = index.walk_candidates(evicting=evicting, below_priority=below)
+        assert (walk is None) == (not copy)
+        walked: list[str] = []
+        taken: list[Workload] = []
+        for position, key in enumerate(walk or ()):
+            walked.append(key[3])
+            action = actions[position % len(actions)] if actions else "take"
+            if action in ("take", "give back"):
+                taken.append(index[key[3]])
+                del index[key[3]]
+            if action == "give back" and len(taken) > 1:
+                back = taken.pop(0)
+                index[back.name] = back
+        assert walked == copy
+        for workload in taken:
+            index[workload.name] = workload
