@@ -277,17 +277,24 @@ def _rejudge(snapshot: Snapshot, entry: Entry, preempted: _Preempted, placed: bo
             return False
         return not placed or topology_admission.place_all(snapshot, workload, assignment) is None
 
-    with snapshot.without(preempted.affecting(team, placed)):
-        fits_now = fits()
-        if fits_now:
-            targets = []
-        elif placed:
-            targets = topology_admission.victims(snapshot, workload, team, assignment)
-        else:
-            targets = find_targets(snapshot, _request(workload, team, assignment))
-        if targets:
-            with snapshot.without(t.workload for t in targets):
-                fits_now = fits()
+    gone = preempted.affecting(team, placed)
+    fits_now = False
+    targets: list[Target] = []
+    if not placed:
+        # The tree alone tells whether the head fits once the others' victims are gone (most often it does).
+        with snapshot.usage_without(gone):
+            fits_now = tree.fits(team, assignment.usage)
+    if not fits_now:
+        with snapshot.without(gone):
+            fits_now = placed and fits()
+            if not fits_now:
+                if placed:
+                    targets = topology_admission.victims(snapshot, workload, team, assignment)
+                else:
+                    targets = find_targets(snapshot, _request(workload, team, assignment))
+                if targets:
+                    with snapshot.without(t.workload for t in targets):
+                        fits_now = fits()
     if not fits_now:
         return Decision(
             workload,
@@ -307,7 +314,7 @@ def _rejudge(snapshot: Snapshot, entry: Entry, preempted: _Preempted, placed: bo
 def _fits_without(
     snapshot: Snapshot, team: Node, usage: Mapping[FlavorResource, int], gone: Iterable[Workload]
 ) -> bool:
-    with snapshot.without(gone):
+    with snapshot.usage_without(gone):
         return snapshot.tree.fits(team, usage)
 
 

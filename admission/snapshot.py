@@ -176,6 +176,30 @@ class Snapshot:
                 self.add_workload(workload)
 
     @contextmanager
+    def usage_without(self, workloads: Iterable[Workload]) -> Iterator[None]:
+        """Take the usage of `workloads` off the quota tree for the duration of the block, leaving the running
+        workloads and the nodes as they are: for questions the tree alone answers (does a head fit once they are
+        gone?). Summed per team first: the tree's usage moves the same for a sum as for its parts, and a cycle
+        asks this for every head with every victim of its tree."""
+        by_team: dict[str, dict[FlavorResource, int]] = {}
+        seen: set[str] = set()
+        for workload in workloads:
+            if workload.name in seen or not self.contains(workload):
+                continue
+            seen.add(workload.name)
+            total = by_team.setdefault(workload.team, {})
+            for fr, value in self.usage_of(workload).items():
+                total[fr] = total.get(fr, 0) + value
+        teams = self.tree.teams
+        for team, usage in by_team.items():
+            self.tree.remove_all(teams[team], usage)
+        try:
+            yield
+        finally:
+            for team, usage in by_team.items():
+                self.tree.add_all(teams[team], usage)
+
+    @contextmanager
     def with_usage(self, team: Node, usage: Mapping[FlavorResource, int]) -> Iterator[None]:
         """Pretend `usage` is charged to `team` for the duration of the block."""
         self.tree.add_all(team, usage)

@@ -6,6 +6,8 @@
   A share with a head's usage counted without charging it (`share_with`) against charging it and asking.
 * A cohort's index of children above their quota (`over`, read by every classical preemption search) against
   asking every child, through starts and stops and in copies.
+* A snapshot's tree with workloads' usage taken off it summed per team (`usage_without`) against removing the
+  workloads one by one (`without`).
 
 Random trees up to four levels deep with lending and borrowing limits, weights (0 included) and fair-share
 factors; random running work; random heads; and after every pick a random charge (all of the head's usage, part
@@ -25,7 +27,7 @@ from hypothesis import strategies as st
 from admission.flavors import Assignment
 from admission.ordering import Entry, classical_key, order_heads
 from admission.snapshot import Snapshot
-from admission.workload import Workload
+from admission.workload import Admission, Workload
 from quota.config import QuotaConfig
 from quota.loader import load_config_data
 from quota.pod_set import PodSet
@@ -335,3 +337,29 @@ def test_the_index_of_children_above_quota_equals_asking_every_child(data: st.Da
             copy.add_all(copy.teams[data.draw(st.sampled_from(sorted(copy.teams)))], {FR[0]: 9000})
             _assert_index_true(copy)
             _assert_index_true(tree)
+
+
+# -- usage taken off summed per team ------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(data=st.data())
+def test_usage_taken_off_per_team_leaves_the_tree_as_removing_each_workload(data: st.DataObject) -> None:
+    config = data.draw(trees())
+    running = []
+    for index in range(data.draw(st.integers(1, 12))):
+        gpus, cpus = data.draw(st.integers(0, 4)), data.draw(st.integers(0, 4))
+        pod_set = PodSet("main", 1, {RESOURCES[0]: gpus * 1000, RESOURCES[1]: cpus * 1000})
+        admission = Admission({"main": {r: "f" for r in RESOURCES}}, {"main": 1})
+        team = data.draw(st.sampled_from([t.name for t in config.teams]))
+        running.append(Workload(f"r{index}", team, 0, (pod_set,), admission=admission))
+    snapshot = Snapshot.build(config, running)
+    before = {node.name: dict(node.usage) for node in snapshot.tree.nodes()}
+    # Repeats included: the same victim may be named twice.
+    gone = data.draw(st.lists(st.sampled_from(running), max_size=15))
+    with snapshot.without({w.name: w for w in gone}.values()):
+        removed_one_by_one = {node.name: dict(node.usage) for node in snapshot.tree.nodes()}
+    with snapshot.usage_without(gone):
+        assert {node.name: dict(node.usage) for node in snapshot.tree.nodes()} == removed_one_by_one
+        assert all(snapshot.contains(w) for w in running)
+    assert {node.name: dict(node.usage) for node in snapshot.tree.nodes()} == before
