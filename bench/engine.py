@@ -20,6 +20,10 @@ measures the neighbours too).
     .venv/bin/python bench/engine.py [--mix baseline|large|both] [--cycles N]
     .venv/bin/python bench/engine.py --growth [--repeat N] [--cycles N]
     .venv/bin/python bench/engine.py --size pending=200000,teams=5000,depth=4,cohort=500[,fair=0] [--repeat N]
+        [--tuned-collector] [--park-equivalent]
+
+`--tuned-collector` runs the collector as `kuota serve` does (queues/heap.py); `--park-equivalent` runs the queue
+manager as the controller builds it, parking a head's look-alikes with it when it cannot be admitted.
 """
 
 from __future__ import annotations
@@ -146,15 +150,16 @@ def _timed(collections: _Collections, step: Callable[[], object]) -> tuple[float
 
 
 def grow(
-    size: Size, cycles: int, progress: bool = False, saturate: bool = True, tuned: bool = False
+    size: Size, cycles: int, progress: bool = False, saturate: bool = True, tuned: bool = False, park: bool = False
 ) -> dict[str, float]:
-    """One size, in this process: the figures of the growth table (`progress`: each cycle on stderr).
+    """One size, in this process: the figures of the growth table (`progress`: each cycle on stderr; `tuned` and
+    `park`: see `_Cycles`).
 
     Turnover and saturation run on two managers built alike: with a third finishing between cycles the pending
     work of a small queue may run out before any quota is full."""
     collections = _Collections()
     gc.callbacks.append(collections)
-    turning = _Cycles(size, collections, progress, tuned)
+    turning = _Cycles(size, collections, progress, tuned, park)
     heads = len(turning.manager.heads())
     first, first_gc, first_admitted = turning.cycle()
     turnover: list[tuple[float, float, int]] = []
@@ -166,7 +171,7 @@ def grow(
     filled = saturated_heads = 0
     saturated: list[tuple[float, float, int]] = []
     if saturate:
-        filling = _Cycles(size, collections, progress, tuned)
+        filling = _Cycles(size, collections, progress, tuned, park)
         while filled < FILL_CYCLES and filling.cycle()[2]:  # nothing finishes: fill every quota first
             filled += 1
         saturated = [filling.cycle() for _ in range(SATURATED_CYCLES)]
@@ -188,15 +193,20 @@ def grow(
         "gc_share": collected / sum(busy),
         "full_collections": collections.full,
         "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        # What the run was, as measured (not as asked): the young generation's threshold and the parking.
+        "collector_threshold": gc.get_threshold()[0],
+        "park_equivalent": park,
     }
 
 
 class _Cycles:
     """A manager with every workload of `size` queued, and its cycles timed. `tuned`: the collector as `kuota
-    serve` runs it (larger thresholds from start-up, everything alive frozen after the first large load)."""
+    serve` runs it (larger thresholds from start-up, everything alive frozen after the first large load). `park`:
+    the manager as the controller builds it, parking a head's look-alikes with it when it cannot be admitted
+    (Kueue's equivalence parking); without, the manager of scenario runs, which tries every look-alike in turn."""
 
-    def __init__(self, size: Size, collections: _Collections, progress: bool, tuned: bool) -> None:
-        self.manager = QueueManager(shape_config(size))
+    def __init__(self, size: Size, collections: _Collections, progress: bool, tuned: bool, park: bool) -> None:
+        self.manager = QueueManager(shape_config(size), park_equivalent=park)
         for workload in shape_workloads(size):
             self.manager.add(workload)
         if tuned:
@@ -234,12 +244,17 @@ def _spread(values: list[float], unit: str = "", digits: int = 1) -> str:
     return f"{statistics.median(values):.{digits}f}{unit} ({min(values):.{digits}f}–{max(values):.{digits}f})"
 
 
-def growth_table(sizes: list[Size], repeat: int, cycles: int, saturate: bool = True, tuned: bool = False) -> None:
+def growth_table(
+    sizes: list[Size], repeat: int, cycles: int, saturate: bool = True, tuned: bool = False, park: bool = False
+) -> None:
     """Every size `repeat` times, each in a fresh interpreter, then the table of medians and ranges."""
     with open("/proc/loadavg") as loadavg:
         print(f"load average before: {' '.join(loadavg.read().split()[:3])}")
     collector = "the controller's collector settings" if tuned else "Python's default collector"
-    print(f"{repeat} run(s) per size, median (range); CPU ms per cycle; {cycles} turnover cycles; {collector}")
+    parking = "look-alikes parked with their head (the controller's manager)" if park else "no equivalence parking"
+    print(
+        f"{repeat} run(s) per size, median (range); CPU ms per cycle; {cycles} turnover cycles; {collector}; {parking}"
+    )
     header = "| size | heads | first cycle | mean | p99 | saturated (heads) | peak MiB | GC share |"
     print(header)
     print("|---" * (header.count("|") - 1) + "|")
@@ -256,6 +271,7 @@ def growth_table(sizes: list[Size], repeat: int, cycles: int, saturate: bool = T
                     str(cycles),
                     *([] if saturate else ["--without-saturated"]),
                     *(["--tuned-collector"] if tuned else []),
+                    *(["--park-equivalent"] if park else []),
                 ],
                 check=True,
                 capture_output=True,
@@ -289,15 +305,26 @@ def main() -> None:
     parser.add_argument(
         "--without-saturated", action="store_true", help="skip the saturated cycles (fair preemption searches)"
     )
+    parser.add_argument(
+        "--park-equivalent",
+        action="store_true",
+        help="the queue manager as the controller builds it: a head that cannot be admitted parks its look-alikes",
+    )
     args = parser.parse_args()
     if args.one is not None:
-        print(
-            json.dumps(grow(Size(**json.loads(args.one)), args.cycles or 20, args.progress, not args.without_saturated))
-        )
+        size = Size(**json.loads(args.one))
+        saturate, tuned, park = not args.without_saturated, args.tuned_collector, args.park_equivalent
+        figures = grow(size, args.cycles or 20, args.progress, saturate, tuned, park)
+        print(json.dumps(figures))
         return
     if args.growth or args.size:
         growth_table(
-            args.size or GROWTH, args.repeat, args.cycles or 20, not args.without_saturated, args.tuned_collector
+            args.size or GROWTH,
+            args.repeat,
+            args.cycles or 20,
+            not args.without_saturated,
+            args.tuned_collector,
+            args.park_equivalent,
         )
         return
     args.cycles = args.cycles or 400
