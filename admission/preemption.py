@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from fractions import Fraction
 from functools import partial
@@ -443,6 +443,8 @@ class _VictimQueue:
         self._victims = victims
         self._front: list[Workload] = []
         """Victims already read (or put back), the head last."""
+        self.version = 0
+        """Counts the changes of head (pops and drains), so that a pick's kept entry for the team can tell it is old."""
 
     def head(self) -> Workload | None:
         if not self._front:
@@ -455,12 +457,14 @@ class _VictimQueue:
     def pop(self) -> Workload:
         victim = self.head()
         assert victim is not None, "pop from a team with no victims left"
+        self.version += 1
         return self._front.pop()
 
     def drain(self, read: bool) -> None:
         """Drop every victim left. `read`: read them all the same, as popping them one by one would (reading a
         candidate that a minimum runtime protects records when the protection ends)."""
         self._front.clear()
+        self.version += 1
         if read:
             for _ in self._victims:
                 pass
@@ -545,6 +549,22 @@ _NO_SHARE = (0, Fraction(0))
 """A DRS sort key of a team that borrows nothing anyone lends."""
 
 
+_SCAN_AT_MOST = 8
+"""Up to this many teams with victims, a pick scans them all (see `_FairSearch.pick`)."""
+
+_PickEntry = tuple[tuple[int, Fraction], int, "OrderKey", str, _VictimQueue, int, int]
+"""(−share key, −1 for another team / 0 for the preemptor's, next victim's candidate order, team, its queue, the
+queue's version and the team's share version when pushed): the smallest is the pick."""
+
+
+@dataclass(slots=True)
+class _Picks:
+    queues: dict[str, _VictimQueue]
+    own: bool
+    """Whether the preemptor's own team may be picked."""
+    heap: list[_PickEntry] = field(default_factory=list)
+
+
 class _FairSearch:
     def __init__(self, snapshot: Snapshot, request: PreemptionRequest, queues: dict[str, _VictimQueue]) -> None:
         self.snapshot = snapshot
@@ -553,6 +573,9 @@ class _FairSearch:
         self.targets: list[Target] = []
         self._shares_without: dict[tuple[str, str, _UsageKey], DominantShare] = {}
         self._shares: dict[str, DominantShare] = {}
+        self._picks: _Picks | None = None
+        self._share_versions: dict[str, int] = {}
+        """Per team, how many victims were taken from it: its share changes only then."""
 
     def share(self, node: Node) -> DominantShare:
         # Shares only move when a victim is taken; between takes every pick asks for the same ones.
@@ -580,24 +603,48 @@ class _FairSearch:
     def take(self, workload: Workload, reason: PreemptionReason) -> bool:
         self._shares_without.clear()
         self._shares.clear()
+        self._share_versions[workload.team] = self._share_versions.get(workload.team, 0) + 1
         taken = self.queues[workload.team].pop()
         assert taken is workload, "victims are taken from the head of their team's queue"
         self.snapshot.remove_workload(workload)
         self.targets.append(Target(workload, reason))
         return self.fits()
 
-    def pick(self, teams: Iterable[str], include_preemptor: bool) -> str | None:
-        """The team with the highest share; the preemptor's own team loses ties; then candidate order."""
+    def pick(self, include_preemptor: bool) -> str | None:
+        """The team of `queues` with the highest share; the preemptor's own team loses ties; then candidate order
+        of their next victims. Others that borrow nothing anyone lends are never picked.
+
+        The teams wait in a heap kept between picks: a take moves only the share of the team it takes from (a
+        team's DRS is its own usage against what its parent lends), and pops and drains only that team's head, so
+        after a pick only the team picked is looked at again. Scanning every team for every victim taken was most
+        of a saturated cycle under fair sharing (heads × borrowers × victims). A few teams are scanned instead:
+        the heap reads every team's next victim's candidate order up front, which a scan reads only for ties."""
+        if len(self.queues) <= _SCAN_AT_MOST:
+            return self._scan(include_preemptor)
+        if self._picks is None or self._picks.queues is not self.queues or self._picks.own is not include_preemptor:
+            self._picks = _Picks(self.queues, include_preemptor)
+            for name in self.queues:
+                self._push(name)
+        heap = self._picks.heap
+        while heap:
+            _, _, _, name, queue, version, shares = heap[0]
+            if self.queues.get(name) is queue and queue.version == version and self._share_versions[name] == shares:
+                return name
+            heapq.heappop(heap)
+            if self.queues.get(name) is queue:
+                self._push(name)
+        return None
+
+    def _scan(self, include_preemptor: bool) -> str | None:
         best: tuple[tuple[int, Fraction], int] | None = None
         best_victim: Workload | None = None
         # The best victim's candidate-order key is read only once another team ties with it: it asks when each
-        # victim last checkpointed, and most picks have no tie (it was read for every team of every pick).
+        # victim last checkpointed, and most picks have no tie.
         best_head: OrderKey | None = None
         chosen: str | None = None
         preemptor = self.request.team.name
-        for name in teams:
-            queue = self.queues.get(name)
-            victim = queue.head() if queue is not None else None
+        for name, queue in self.queues.items():
+            victim = queue.head()
             if victim is None:
                 continue
             own = name == preemptor
@@ -618,6 +665,31 @@ class _FairSearch:
                 if head < best_head:
                     best, best_victim, best_head, chosen = key, victim, head, name
         return chosen
+
+    def _push(self, name: str) -> None:
+        assert self._picks is not None
+        queue = self.queues[name]
+        victim = queue.head()
+        if victim is None:
+            return
+        own = name == self.request.team.name
+        if own and not self._picks.own:
+            return
+        share = self.share(self.snapshot.team(name))
+        if not own and share.sort_key == _NO_SHARE:
+            return  # not borrowing (or borrowing nothing anyone lends): nothing to reclaim here
+        kind, value = share.sort_key
+        entry = (
+            (-kind, -value),
+            0 if own else -1,
+            order_key(self.snapshot, victim),
+            name,
+            queue,
+            queue.version,
+            self._share_versions.get(name, 0),
+        )
+        self._share_versions.setdefault(name, 0)
+        heapq.heappush(self._picks.heap, entry)
 
     def usage_key(self, victim: Workload) -> _UsageKey:
         items = tuple(self.snapshot.usage_of(victim).items())
@@ -737,7 +809,7 @@ def _fair_search(search: _FairSearch) -> bool:
     team = request.team
     if all(team.usage.get(fr, 0) <= team.subtree_quota.get(fr, 0) for fr in request.contested):
         # Within nominal even with the incoming workload: plain reclamation from the most unfair borrower.
-        while (name := search.pick(list(search.queues), include_preemptor=False)) is not None:
+        while (name := search.pick(include_preemptor=False)) is not None:
             if search.take(search.head(name), PreemptionReason.COHORT_RECLAMATION):
                 return True
         return False
@@ -746,7 +818,7 @@ def _fair_search(search: _FairSearch) -> bool:
     # Per team, the first victim the first strategy refused: the second pass tries at most one victim per team,
     # and that is the one (the later refused never come back).
     refused: dict[str, Workload] = {}
-    while (name := search.pick(list(search.queues), include_preemptor=True)) is not None:
+    while (name := search.pick(include_preemptor=True)) is not None:
         if name == team.name:
             if search.take(search.head(name), PreemptionReason.WITHIN_TEAM):
                 return True
@@ -769,7 +841,7 @@ def _fair_search(search: _FairSearch) -> bool:
 
     second = strategies[1]
     search.queues = {name: _VictimQueue(iter([victim])) for name, victim in refused.items()}
-    while (name := search.pick(list(search.queues), include_preemptor=False)) is not None:
+    while (name := search.pick(include_preemptor=False)) is not None:
         mine, old, target_node = search.shares_against(name)
         victim = search.head(name)
         if second(mine, old, search.share_without(target_node, victim)) and search.take(

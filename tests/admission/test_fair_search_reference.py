@@ -13,9 +13,11 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from admission import preemption
 from admission.preemption import PreemptionRequest, find_targets, search_covers
 from admission.snapshot import Snapshot
 from admission.workload import Workload
@@ -97,9 +99,20 @@ def fair_trees(draw: st.DrawFn) -> QuotaConfig:
     return load_config_data(body)
 
 
+@pytest.mark.parametrize("scan_at_most", [preemption._SCAN_AT_MOST, 0], ids=["picks-by-scan", "picks-by-heap"])
 @SETTINGS
 @given(data=st.data())
-def test_the_fair_search_chooses_what_the_plain_search_chooses(data: st.DataObject) -> None:
+def test_the_fair_search_chooses_what_the_plain_search_chooses(data: st.DataObject, scan_at_most: int) -> None:
+    """Both ways a pick is made (a scan of a few teams, the kept heap of many) against the plain search."""
+    default = preemption._SCAN_AT_MOST
+    preemption._SCAN_AT_MOST = scan_at_most
+    try:
+        _the_fair_search_chooses_what_the_plain_search_chooses(data)
+    finally:
+        preemption._SCAN_AT_MOST = default
+
+
+def _the_fair_search_chooses_what_the_plain_search_chooses(data: st.DataObject) -> None:
     if data.draw(st.booleans()):
         config = _with_strategies(
             data.draw(quota_configs(fair_sharing=True)), data.draw(st.sampled_from(STRATEGY_LISTS))
