@@ -515,12 +515,22 @@ def _fair_candidates(snapshot: Snapshot, request: PreemptionRequest) -> dict[str
         queues[team.name] = _VictimQueue(_eligible(snapshot, request, team, spec.within_team))
     if team.parent is not None and spec.reclaim_within_cohort != ReclaimPolicy.NEVER:
         reclaim = _reclaims(request)
-        for other in team.root().subtree_teams():
-            if other is team or not any(other.borrowing(fr) for fr in request.contested):
+        for other in _borrowing_teams(team.root(), request.contested):
+            if other is team:
                 continue
             victims = _eligible(snapshot, request, other, spec.reclaim_within_cohort, reclaim)
             queues[other.name] = _VictimQueue(victims)
     return {name: queue for name, queue in queues.items() if queue.head() is not None}
+
+
+def _borrowing_teams(cohort: Node, contested: frozenset[FlavorResource]) -> Iterator[Node]:
+    """The teams under `cohort` borrowing a contested resource, in `subtree_teams` order: read from each cohort's
+    index of children above quota, so a search follows the borrowers rather than the size of the tree."""
+    for child in cohort.child_cohorts:
+        yield from _borrowing_teams(child, contested)
+    for child in cohort.children_over(contested):
+        if child.is_team:
+            yield child
 
 
 def _almost_lcas(preemptor_team: Node, target_team: Node) -> tuple[Node, Node]:
@@ -545,8 +555,13 @@ def _almost_lcas(preemptor_team: Node, target_team: Node) -> tuple[Node, Node]:
 
 _UsageKey = tuple[tuple[FlavorResource, int], ...]
 
-_NO_SHARE = (0, Fraction(0))
-"""A DRS sort key of a team that borrows nothing anyone lends."""
+
+def _gives_nothing(share: DominantShare) -> bool:
+    """Whether a team's DRS is that of a team borrowing nothing anyone lends (a sort key of (0, 0)). Told from the
+    key's parts: comparing the key with (0, Fraction(0)) costs a Fraction comparison, with its type checks, for
+    every team of every pick."""
+    kind, value = share.sort_key
+    return kind == 0 and not value
 
 
 _SCAN_AT_MOST = 8
@@ -651,7 +666,7 @@ class _FairSearch:
             if own and not include_preemptor:
                 continue
             share = self.share(self.snapshot.team(name))
-            if not own and share.sort_key == _NO_SHARE:
+            if not own and _gives_nothing(share):
                 continue  # not borrowing (or borrowing nothing anyone lends): nothing to reclaim here
             key = (share.sort_key, 0 if own else 1)
             if best is None or key > best:
@@ -676,7 +691,7 @@ class _FairSearch:
         if own and not self._picks.own:
             return
         share = self.share(self.snapshot.team(name))
-        if not own and share.sort_key == _NO_SHARE:
+        if not own and _gives_nothing(share):
             return  # not borrowing (or borrowing nothing anyone lends): nothing to reclaim here
         kind, value = share.sort_key
         entry = (
