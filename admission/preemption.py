@@ -659,15 +659,11 @@ class _FairSearch:
         chosen: str | None = None
         preemptor = self.request.team.name
         for name, queue in self.queues.items():
-            victim = queue.head()
-            if victim is None:
+            found = self._pickable(name, queue, include_preemptor)
+            if found is None:
                 continue
+            victim, share = found
             own = name == preemptor
-            if own and not include_preemptor:
-                continue
-            share = self.share(self.snapshot.team(name))
-            if not own and _gives_nothing(share):
-                continue  # not borrowing (or borrowing nothing anyone lends): nothing to reclaim here
             key = (share.sort_key, 0 if own else 1)
             if best is None or key > best:
                 best, best_victim, best_head, chosen = key, victim, None, name
@@ -681,30 +677,33 @@ class _FairSearch:
                     best, best_victim, best_head, chosen = key, victim, head, name
         return chosen
 
+    def _pickable(
+        self, name: str, queue: _VictimQueue, include_preemptor: bool
+    ) -> tuple[Workload, DominantShare] | None:
+        """The team's next victim and its share, when a pick may choose the team."""
+        victim = queue.head()
+        if victim is None:
+            return None
+        own = name == self.request.team.name
+        if own and not include_preemptor:
+            return None
+        share = self.share(self.snapshot.team(name))
+        if not own and _gives_nothing(share):
+            return None  # not borrowing (or borrowing nothing anyone lends): nothing to reclaim here
+        return victim, share
+
     def _push(self, name: str) -> None:
         assert self._picks is not None
         queue = self.queues[name]
-        victim = queue.head()
-        if victim is None:
+        found = self._pickable(name, queue, self._picks.own)
+        if found is None:
             return
-        own = name == self.request.team.name
-        if own and not self._picks.own:
-            return
-        share = self.share(self.snapshot.team(name))
-        if not own and _gives_nothing(share):
-            return  # not borrowing (or borrowing nothing anyone lends): nothing to reclaim here
+        victim, share = found
         kind, value = share.sort_key
-        entry = (
-            (-kind, -value),
-            0 if own else -1,
-            order_key(self.snapshot, victim),
-            name,
-            queue,
-            queue.version,
-            self._share_versions.get(name, 0),
-        )
-        self._share_versions.setdefault(name, 0)
-        heapq.heappush(self._picks.heap, entry)
+        own = name == self.request.team.name
+        shares = self._share_versions.setdefault(name, 0)
+        head = order_key(self.snapshot, victim)
+        heapq.heappush(self._picks.heap, ((-kind, -value), 0 if own else -1, head, name, queue, queue.version, shares))
 
     def usage_key(self, victim: Workload) -> _UsageKey:
         items = tuple(self.snapshot.usage_of(victim).items())
