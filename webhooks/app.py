@@ -208,6 +208,10 @@ class LargeReviews:
 
 async def _read_body(request: web.Request) -> bytes | None:
     """The body, or None when it stops coming: such a body would hold this handler (and its connection) for good."""
+    if request.content.is_eof():
+        # The whole body has arrived (the usual case: kube-apiserver sends a review in one go), so reading cannot
+        # wait; a timeout would cost a task, a timer and a turn of the loop per review for nothing.
+        return await request.read()
     try:
         return await asyncio.wait_for(request.read(), BODY_TIMEOUT_S)
     except TimeoutError:

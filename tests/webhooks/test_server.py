@@ -229,6 +229,34 @@ async def test_many_concurrent_reviews_on_keep_alive_connections(running: Runnin
     assert all(document["response"]["allowed"] for _, document in results)
 
 
+async def test_a_review_sent_in_pieces_is_answered_as_one_sent_at_once(running: Running) -> None:
+    """Most bodies have arrived whole when the handler starts and are read without a timeout; one still arriving
+    (a slow or chunked sender) is read under the timeout, and gets the same answer."""
+    body = encode(review(gpu_job(gpus=64), uid="req-pieces"))
+    at_once = await running.post(VALIDATE_PATH, body)
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", running.server.port, ssl=running.client_context(), server_hostname="127.0.0.1"
+    )
+    try:
+        head = f"POST {VALIDATE_PATH} HTTP/1.1\r\nHost: kuota\r\nContent-Type: application/json\r\n"
+        writer.write(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body[:40])
+        await writer.drain()
+        await asyncio.sleep(0.2)  # the handler is waiting for the rest by now
+        writer.write(body[40:])
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), 5)
+        headers = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        length = next(
+            int(line.split(b":")[1]) for line in headers.split(b"\r\n") if line.lower().startswith(b"content-length")
+        )
+        answer = json.loads(await asyncio.wait_for(reader.readexactly(length), 5))
+    finally:
+        writer.close()
+    assert status_line.startswith(b"HTTP/1.1 200"), status_line
+    assert at_once == (200, answer)
+    assert answer["response"]["allowed"] is False
+
+
 async def test_stop_finishes_requests_in_flight(tmp_path: Path) -> None:
     ca = trustme.CA()
     cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
