@@ -162,6 +162,24 @@ async def test_tls_below_1_2_is_refused(running: Running) -> None:
     await writer.wait_closed()
 
 
+async def test_no_session_ticket_is_issued_for_a_client_that_never_resumes(running: Running) -> None:
+    """kube-apiserver's webhook client keeps no session cache; tickets would cost every handshake for nothing."""
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", running.server.port, ssl=running.client_context(), server_hostname="kuota-webhook.kuota-system.svc"
+    )
+    try:
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: kuota\r\n\r\n")
+        await writer.drain()
+        assert (await asyncio.wait_for(reader.readline(), 5)).startswith(b"HTTP/1.1 200")
+        await asyncio.wait_for(reader.readuntil(b"ok"), 5)  # TLS 1.3 tickets, if any, come before the answer
+        ssl_object = writer.get_extra_info("ssl_object")
+        assert ssl_object.version() == "TLSv1.3"
+        session = ssl_object.session
+        assert session is not None and not session.has_ticket
+    finally:
+        writer.close()
+
+
 async def test_certificate_rotation_is_picked_up_without_restart(running: Running) -> None:
     first = await running.peer_certificate("localhost")
     assert await running.peer_certificate() == first
