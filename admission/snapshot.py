@@ -165,8 +165,8 @@ class Snapshot:
 
     @contextmanager
     def without(self, workloads: Iterable[Workload]) -> Iterator[None]:
-        """Pretend `workloads` are gone for the duration of the block."""
-        removed = [w for w in workloads if self.contains(w)]
+        """Pretend `workloads` are gone for the duration of the block (one named twice is removed once)."""
+        removed = list({w.name: w for w in workloads if self.contains(w)}.values())
         for workload in removed:
             self.remove_workload(workload)
         try:

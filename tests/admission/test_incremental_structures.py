@@ -357,8 +357,11 @@ def test_usage_taken_off_per_team_leaves_the_tree_as_removing_each_workload(data
     before = {node.name: dict(node.usage) for node in snapshot.tree.nodes()}
     # Repeats included: the same victim may be named twice.
     gone = data.draw(st.lists(st.sampled_from(running), max_size=15))
-    with snapshot.without({w.name: w for w in gone}.values()):
+    with snapshot.without(gone):
         removed_one_by_one = {node.name: dict(node.usage) for node in snapshot.tree.nodes()}
+        assert not any(snapshot.contains(w) for w in gone)
+    assert {node.name: dict(node.usage) for node in snapshot.tree.nodes()} == before
+    assert all(snapshot.contains(w) for w in running)
     with snapshot.usage_without(gone):
         assert {node.name: dict(node.usage) for node in snapshot.tree.nodes()} == removed_one_by_one
         assert all(snapshot.contains(w) for w in running)
