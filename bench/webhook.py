@@ -5,8 +5,8 @@ collector tuned and start-up frozen as `kuota serve` runs it, each in a process 
 application; a no-op handler that reads the body and returns a fixed allowed review (the practical limit of the
 stack); and a handler that also decodes the review with kuota's parser before the same fixed answer, which splits
 kuota's distance from the no-op into what any Python webhook pays to read a review and what kuota's rules add. A
-lean client in this process sends realistic AdmissionReviews
-(an EIDF-style GPU Job; mutate and validate alternating, as the API server calls both per Job) and measures:
+lean client in this process sends realistic AdmissionReviews (an EIDF-style GPU Job; mutate and validate
+alternating, as the API server calls both per Job) and measures:
 
 * at fixed rates (open loop: each request is timed from when it was due, so queueing counts): p50/p99/p99.9;
 * at saturation (every connection back to back): reviews per second, latencies, and the server process's CPU time
@@ -168,11 +168,15 @@ NOOP_BODY = json.dumps(
 ).encode()
 
 
-def _noop_app(state: WebhookState) -> Any:
+def _fixed_answer_app(decode: bool) -> Any:
+    """A handler that reads the body (and decodes it with kuota's `parse_review` when `decode`), then answers a
+    fixed allowed review."""
     from aiohttp import web
 
     async def handle(request: web.Request) -> web.Response:
-        await request.read()
+        body = await request.read()
+        if decode:
+            parse_review(body)
         return web.Response(body=NOOP_BODY, content_type="application/json")
 
     app = web.Application(client_max_size=8 * 1024 * 1024)
@@ -181,21 +185,11 @@ def _noop_app(state: WebhookState) -> Any:
     return app
 
 
-def _decode_only_app(state: WebhookState) -> Any:
-    """The no-op handler, but the review is decoded (kuota's `parse_review`) before the fixed answer."""
-    from aiohttp import web
-
-    async def handle(request: web.Request) -> web.Response:
-        parse_review(await request.read())
-        return web.Response(body=NOOP_BODY, content_type="application/json")
-
-    app = web.Application(client_max_size=8 * 1024 * 1024)
-    app.router.add_post(MUTATE_PATH, handle)
-    app.router.add_post(VALIDATE_PATH, handle)
-    return app
-
-
-APPS: dict[str, Callable[[WebhookState], Any]] = {"noop": _noop_app, "decode": _decode_only_app, "kuota": make_app}
+APPS: dict[str, Callable[[WebhookState], Any]] = {
+    "noop": lambda _: _fixed_answer_app(decode=False),
+    "decode": lambda _: _fixed_answer_app(decode=True),
+    "kuota": make_app,
+}
 LABELS = {"noop": "no-op handler", "decode": "no-op that decodes the review", "kuota": "kuota's webhooks"}
 
 
