@@ -16,6 +16,7 @@ from admission.flavors import Assignment, FlavorAssigner, Mode, Outcome, Preempt
 from admission.ordering import Entry, order_heads
 from admission.placement import PodSetPlacement
 from admission.preemption import PreemptionRequest, Target, find_targets, search_covers
+from admission.shared_reads import SharedReads
 from admission.snapshot import Snapshot
 from admission.workload import Workload
 from quota.config import ReclaimPolicy
@@ -89,8 +90,42 @@ def run_cycle(snapshot: Snapshot, heads: Sequence[Workload]) -> CycleResult:
     not there: one workload kuota cannot evaluate must not stop every other team's admissions. Processing charges
     the snapshot only once it has decided, so a failure leaves at most a charge the cycle's end takes back."""
     result = CycleResult()
-    entries = []
+    entries: list[Entry] = []
     protected: dict[str, int] = {}
+    # Nominations leave the snapshot as they find it, so their searches may share what they read alike; the
+    # processing below charges the tree, after which nothing read before holds.
+    snapshot.shared = SharedReads() if len(heads) > 1 else None
+    try:
+        _nominate_all(snapshot, heads, result, entries, protected)
+    finally:
+        snapshot.shared = None
+    preempted = _Preempted(snapshot)
+    for entry in order_heads(snapshot, entries):
+        try:
+            until = protected.get(entry.workload.name)
+            # Whom it waits for is judged before its hold is charged (the hold is part of its own request).
+            waited = _protected_victims(snapshot, entry) if until is not None else []
+            decision = _process(snapshot, entry, preempted)
+            if decision.verdict is Verdict.NO_CANDIDATES and until is not None:
+                _wait_for_protection(snapshot, decision, waited, until)
+        except Exception as exc:  # one workload kuota cannot evaluate: see the docstring
+            decision = _failed(entry.workload, "processing", exc)
+        result.decisions.append(decision)
+        if decision.verdict is Verdict.PREEMPTING:
+            for target in decision.victims:
+                result.evictions.append(Eviction(target.workload, target.reason, entry.workload))
+    return result
+
+
+def _nominate_all(
+    snapshot: Snapshot,
+    heads: Sequence[Workload],
+    result: CycleResult,
+    entries: list[Entry],
+    protected: dict[str, int],
+) -> None:
+    """Nominate every head: an entry to order and process, or a decision already (a spent budget, an error).
+    `protected`: heads whose search met a minimum runtime → when the first of those ends."""
     for head in heads:
         snapshot.skipped_until = None
         budget = snapshot.budgets.get(head.team)
@@ -108,22 +143,6 @@ def run_cycle(snapshot: Snapshot, heads: Sequence[Workload]) -> CycleResult:
             result.decisions.append(_failed(head, "nominating", exc))
         if snapshot.skipped_until is not None:
             protected[head.name] = snapshot.skipped_until
-    preempted = _Preempted(snapshot)
-    for entry in order_heads(snapshot, entries):
-        try:
-            until = protected.get(entry.workload.name)
-            # Whom it waits for is judged before its hold is charged (the hold is part of its own request).
-            waited = _protected_victims(snapshot, entry) if until is not None else []
-            decision = _process(snapshot, entry, preempted)
-            if decision.verdict is Verdict.NO_CANDIDATES and until is not None:
-                _wait_for_protection(snapshot, decision, waited, until)
-        except Exception as exc:  # one workload kuota cannot evaluate: see the docstring
-            decision = _failed(entry.workload, "processing", exc)
-        result.decisions.append(decision)
-        if decision.verdict is Verdict.PREEMPTING:
-            for target in decision.victims:
-                result.evictions.append(Eviction(target.workload, target.reason, entry.workload))
-    return result
 
 
 def _failed(workload: Workload, stage: str, exc: Exception) -> Decision:

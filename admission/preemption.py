@@ -14,6 +14,8 @@ Everything here works on a Snapshot and leaves it exactly as it found it.
 from __future__ import annotations
 
 import heapq
+from bisect import insort
+from collections import ChainMap
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -22,6 +24,7 @@ from functools import partial
 from itertools import chain, repeat
 
 from admission.running import CandidateKey, candidate_sort_key
+from admission.shared_reads import Replay, SegmentKey, SharedReads, StreamKey
 from admission.snapshot import Snapshot
 from admission.workload import Workload
 from quota.config import (
@@ -300,52 +303,45 @@ def _candidates(
             yield _Candidate(workload, variant, source.lca)
 
 
-class _Lazy:
-    """An iterator's items, produced once and replayed on every later pass."""
-
-    def __init__(self, items: Iterator[_Candidate]) -> None:
-        self._items = items
-        self._seen: list[_Candidate] = []
-        self._done = False
-
-    def __iter__(self) -> Iterator[_Candidate]:
-        index = 0
-        while True:
-            if index < len(self._seen):
-                yield self._seen[index]
-                index += 1
-            elif self._done or not self._pull():
-                return
-
-    def __bool__(self) -> bool:
-        return bool(self._seen) or self._pull()
-
-    def _pull(self) -> bool:
-        item = next(self._items, None)
-        if item is None:
-            self._done = True
-            return False
-        self._seen.append(item)
-        return True
-
-
-def _sources_in_subtree(
-    request: PreemptionRequest, cohort: Node, subtree_root: Node, skip: Node | None, advantage: bool
-) -> Iterator[_Source]:
-    # Only children above their quota of a contested resource can hold victims (child cohorts come first).
-    for child in cohort.children_over(request.contested):
-        if child is skip or child is request.team:
+def _teams_over(cohort: Node, contested: frozenset[FlavorResource], skip: Node | None) -> Iterator[Node]:
+    """The teams below `cohort`, but those under `skip`, that may hold victims: only children above their quota of a
+    contested resource can (child cohorts come first, each walked the same way)."""
+    for child in cohort.children_over(contested):
+        if child is skip:
             continue
         if child.is_team:
-            yield _Source(child, subtree_root, advantage)
+            yield child
         else:
-            yield from _sources_in_subtree(request, child, subtree_root, skip, advantage)
+            yield from _teams_over(child, contested, skip)
 
 
-def _cohort_sources(snapshot: Snapshot, request: PreemptionRequest) -> tuple[list[_Source], list[_Source]]:
-    """(teams giving hierarchical candidates, teams giving priority candidates), walking up from the preemptor."""
-    hierarchical: list[_Source] = []
-    priority: list[_Source] = []
+@dataclass(frozen=True, slots=True)
+class _Segment:
+    """One step up from the preemptor: the teams below `cohort` but outside `skip` (the subtree it came from), all
+    giving candidates with or without hierarchical advantage."""
+
+    cohort: Node
+    skip: Node | None
+    advantage: bool
+
+    def key(self, contested: frozenset[FlavorResource]) -> SegmentKey:
+        return (id(self.cohort), id(self.skip) if self.skip is not None else 0, contested)
+
+
+def _segment_sources(request: PreemptionRequest, segments: list[_Segment]) -> list[_Source]:
+    return [
+        _Source(team, segment.cohort, segment.advantage)
+        for segment in segments
+        for team in _teams_over(segment.cohort, request.contested, segment.skip)
+        if team is not request.team
+    ]
+
+
+def _cohort_segments(snapshot: Snapshot, request: PreemptionRequest) -> tuple[list[_Segment], list[_Segment]]:
+    """(segments giving hierarchical candidates, segments giving priority candidates), walking up from the
+    preemptor."""
+    hierarchical: list[_Segment] = []
+    priority: list[_Segment] = []
     team = request.team
     if team.parent is None or team.team.preemption.reclaim_within_cohort == ReclaimPolicy.NEVER:
         return hierarchical, priority
@@ -353,12 +349,103 @@ def _cohort_sources(snapshot: Snapshot, request: PreemptionRequest) -> tuple[lis
     advantage, remaining = tree.quantities_fit_in_quota(team, request.usage)
     previous: Node | None = None
     for subtree_root in team.ancestors():
-        into = hierarchical if advantage else priority
-        into.extend(_sources_in_subtree(request, subtree_root, subtree_root, previous, advantage))
+        (hierarchical if advantage else priority).append(_Segment(subtree_root, previous, advantage))
         fits, remaining = tree.quantities_fit_in_quota(subtree_root, remaining)
         advantage = advantage or fits
         previous = subtree_root
     return hierarchical, priority
+
+
+_Shared = list[tuple[_Segment, list[Node]]]
+"""Segments with their source teams as the nominations' shared reads keep them (the preemptor's own among them)."""
+
+
+def _shared_segments(shared: SharedReads, request: PreemptionRequest, segments: list[_Segment]) -> _Shared:
+    out = []
+    for segment in segments:
+        key = segment.key(request.contested)
+        teams = shared.teams.get(key)
+        if teams is None:
+            teams = shared.teams[key] = list(_teams_over(segment.cohort, request.contested, segment.skip))
+        out.append((segment, teams))
+    return out
+
+
+def _merged_keys(
+    snapshot: Snapshot, teams: list[Node], evicting: bool, below: int | None
+) -> Iterator[tuple[CandidateKey, Node]]:
+    """Every candidate key of `teams` (evicting or not, below a priority), merged in candidate order, as the running
+    work stands with every workload a search has taken out put back: the readers skip what they took out."""
+    out = snapshot.taken_out
+    parts = []
+    for team in teams:
+        running = snapshot.workloads[team.name]
+        keys = running.candidate_order(evicting=evicting, below_priority=below)
+        for workload in out.values():
+            taken = workload.team == team.name and workload.evicting == evicting
+            if taken and (below is None or workload.priority < below):
+                insort(keys, candidate_sort_key(workload))
+        if keys:
+            ordered: Iterable[CandidateKey] = keys
+            if snapshot.checkpoints is not None and len(keys) > 1:
+                ordered = _runs_by_checkpoint(snapshot, ChainMap(running, out), iter(keys))
+            parts.append(zip(ordered, repeat(team)))
+    if len(parts) < 2:
+        yield from parts[0] if parts else ()
+    elif snapshot.checkpoints is None:
+        yield from heapq.merge(*parts)
+    else:
+        yield from heapq.merge(*parts, key=partial(_full_key, snapshot))
+
+
+def _full_key(snapshot: Snapshot, item: tuple[CandidateKey, Node]) -> OrderKey:
+    key, team = item
+    workload = snapshot.workloads[team.name].get(key[3]) or snapshot.taken_out[key[3]]
+    return order_key(snapshot, workload)
+
+
+def _tagged(
+    stream: Iterable[tuple[CandidateKey, Node]], segment: _Segment
+) -> Iterator[tuple[CandidateKey, Node, _Segment]]:
+    for key, team in stream:
+        yield key, team, segment
+
+
+def _shared_candidates(
+    snapshot: Snapshot,
+    request: PreemptionRequest,
+    shared: SharedReads,
+    segments: _Shared,
+    evicting: bool,
+    ceiling: int | None = None,
+) -> Iterator[_Candidate]:
+    """`_candidates` for cohort segments, read from the merged orders the nominations share."""
+    below = _ceiling_for(request, False, ceiling)
+    streams: list[Iterable[tuple[CandidateKey, Node, _Segment]]] = []
+    for segment, teams in segments:
+        key: StreamKey = (*segment.key(request.contested), evicting, below)
+        stream = shared.streams.get(key)
+        if stream is None:
+            stream = shared.streams[key] = Replay(_merged_keys(snapshot, teams, evicting, below))
+        streams.append(_tagged(stream, segment))
+    if len(streams) < 2:
+        merged: Iterable[tuple[CandidateKey, Node, _Segment]] = streams[0] if streams else ()
+    elif snapshot.checkpoints is None:
+        merged = heapq.merge(*streams, key=lambda item: item[0])
+    else:
+        merged = heapq.merge(*streams, key=lambda item: _full_key(snapshot, (item[0], item[1])))
+    own = request.team
+    for key_, team, segment in merged:
+        if team is own:
+            continue
+        workload = snapshot.workloads[team.name].get(key_[3])
+        if workload is None:  # this search took it out
+            continue
+        if request.keep is not None and not request.keep(workload):
+            continue
+        variant = _classify(snapshot, request, workload, segment.advantage)
+        if variant is not Variant.NEVER:
+            yield _Candidate(workload, variant, segment.cohort)
 
 
 def _still_valid(snapshot: Snapshot, request: PreemptionRequest, candidate: _Candidate, borrowing: bool) -> bool:
@@ -386,11 +473,28 @@ def _under_nominal(request: PreemptionRequest) -> bool:
 def _classical_targets(snapshot: Snapshot, request: PreemptionRequest) -> list[Target]:
     team_spec = request.team.team
     same = [_Source(request.team, None, False)] if team_spec.preemption.within_team != WithinTeamPolicy.NEVER else []
-    hierarchical_teams, priority_teams = _cohort_sources(snapshot, request)
-    groups = [hierarchical_teams, priority_teams, same]
+    hierarchical_segments, priority_segments = _cohort_segments(snapshot, request)
+    # The nominations' shared reads hold for a search that starts with nothing taken out (the state they were read in).
+    shared = snapshot.shared if not snapshot.taken_out else None
+    if shared is None:
+        sources = (_segment_sources(request, hierarchical_segments), _segment_sources(request, priority_segments))
+
+        def cohort(group: int, evicting: bool, ceiling: int | None = None) -> Replay[_Candidate]:
+            return Replay(_candidates(snapshot, request, sources[group], evicting, ceiling))
+
+    else:
+        read = (
+            _shared_segments(shared, request, hierarchical_segments),
+            _shared_segments(shared, request, priority_segments),
+        )
+
+        def cohort(group: int, evicting: bool, ceiling: int | None = None) -> Replay[_Candidate]:
+            assert shared is not None
+            return Replay(_shared_candidates(snapshot, request, shared, read[group], evicting, ceiling))
+
     # Already-evicting candidates of every group first, then the others, each group in candidate order.
-    evicting = [_Lazy(_candidates(snapshot, request, g, True)) for g in groups]
-    others = [_Lazy(_candidates(snapshot, request, g, False)) for g in groups]
+    evicting = [cohort(0, True), cohort(1, True), Replay(_candidates(snapshot, request, same, True))]
+    others = [cohort(0, False), cohort(1, False), Replay(_candidates(snapshot, request, same, False))]
     hierarchical = bool(evicting[0]) or bool(others[0])
     priority = bool(evicting[1]) or bool(others[1])
     if not (hierarchical or priority or evicting[2] or others[2]):
@@ -412,7 +516,7 @@ def _classical_targets(snapshot: Snapshot, request: PreemptionRequest) -> list[T
         ceiling = request.preemptor.priority
         if borrow.max_priority_threshold is not None:
             ceiling = min(ceiling, borrow.max_priority_threshold + 1)
-        while_borrowing = [_Lazy(_candidates(snapshot, request, priority_teams, e, ceiling)) for e in (True, False)]
+        while_borrowing = [cohort(1, e, ceiling) for e in (True, False)]
     in_order: dict[bool, list[Iterable[_Candidate]]] = {
         True: [evicting[0], while_borrowing[0], evicting[2], others[0], while_borrowing[1], others[2]],
         False: [*evicting, *others],

@@ -14,6 +14,7 @@ from fractions import Fraction
 from admission.nodes import NodeInventory
 from admission.placement import Placer, placement_usage
 from admission.running import RunningWorkloads
+from admission.shared_reads import SharedReads
 from admission.workload import Workload
 from quota.budgets import Restriction
 from quota.config import MinRuntime, QuotaConfig
@@ -64,6 +65,10 @@ class Snapshot:
         self._protects = self._any_min_runtime(config)
         self.nodes = nodes
         self.placer: Placer | None = Placer(config, nodes) if nodes is not None else None
+        self.taken_out: dict[str, Workload] = {}
+        """Running workloads a search (or `without`) has removed and not yet put back, by name."""
+        self.shared: SharedReads | None = None
+        """While the cycle nominates its heads: what their searches read alike (admission/shared_reads.py)."""
         for workload in admitted:
             self.add_workload(workload)
 
@@ -138,6 +143,8 @@ class Snapshot:
         usage = workload.usage()
         self._usage[workload.name] = usage
         self.workloads[workload.team][workload.name] = workload
+        if self.taken_out:
+            self.taken_out.pop(workload.name, None)
         self.tree.add_all(self.tree.teams[workload.team], usage)
         if self.nodes is not None:
             self.bind(workload)
@@ -156,6 +163,7 @@ class Snapshot:
         if usage is None:
             usage = workload.usage()
         del self.workloads[workload.team][workload.name]
+        self.taken_out[workload.name] = workload
         self.tree.remove_all(self.tree.teams[workload.team], usage)
         if self.nodes is not None:
             self.nodes.unbind(workload.name)
