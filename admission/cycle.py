@@ -7,7 +7,8 @@ manager's job.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -99,22 +100,37 @@ def run_cycle(snapshot: Snapshot, heads: Sequence[Workload]) -> CycleResult:
         _nominate_all(snapshot, heads, result, entries, protected)
     finally:
         snapshot.shared = None
-    preempted = _Preempted(snapshot)
-    for entry in order_heads(snapshot, entries):
-        try:
-            until = protected.get(entry.workload.name)
-            # Whom it waits for is judged before its hold is charged (the hold is part of its own request).
-            waited = _protected_victims(snapshot, entry) if until is not None else []
-            decision = _process(snapshot, entry, preempted)
-            if decision.verdict is Verdict.NO_CANDIDATES and until is not None:
-                _wait_for_protection(snapshot, decision, waited, until)
-        except Exception as exc:  # one workload kuota cannot evaluate: see the docstring
-            decision = _failed(entry.workload, "processing", exc)
-        result.decisions.append(decision)
-        if decision.verdict is Verdict.PREEMPTING:
-            for target in decision.victims:
-                result.evictions.append(Eviction(target.workload, target.reason, entry.workload))
+    preempted = _Preempted(snapshot, off_tree=_victims_off_tree(snapshot))
+    try:
+        for entry in order_heads(snapshot, entries):
+            try:
+                until = protected.get(entry.workload.name)
+                # Whom it waits for is judged before its hold is charged (the hold is part of its own request), on
+                # the tree as it is, with this cycle's victims still on it.
+                waited = []
+                if until is not None:
+                    with preempted.on_tree():
+                        waited = _protected_victims(snapshot, entry)
+                decision = _process(snapshot, entry, preempted)
+                if decision.verdict is Verdict.NO_CANDIDATES and until is not None:
+                    _wait_for_protection(snapshot, decision, waited, until)
+            except Exception as exc:  # one workload kuota cannot evaluate: see the docstring
+                decision = _failed(entry.workload, "processing", exc)
+            result.decisions.append(decision)
+            if decision.verdict is Verdict.PREEMPTING:
+                for target in decision.victims:
+                    result.evictions.append(Eviction(target.workload, target.reason, entry.workload))
+    finally:
+        preempted.put_back()
     return result
+
+
+def _victims_off_tree(snapshot: Snapshot) -> bool:
+    """Whether the processing keeps the cycle's victims' usage off the tree. Not when heads are placed on nodes,
+    whose checks take victims out of the nodes too (and out of every tree, see `_Preempted.affecting`); not under
+    fair sharing, whose order is read as heads are processed (`ordering._FairOrder` refreshes shares after each
+    pick, on the tree with the victims on it)."""
+    return snapshot.placer is None and not snapshot.fair_sharing
 
 
 def _nominate_all(
@@ -224,7 +240,7 @@ def _process(snapshot: Snapshot, entry: Entry, preempted: _Preempted) -> Decisio
 
     if mode is Mode.PREEMPT and not entry.targets:
         if team.team.preemption.reclaim_within_cohort is not ReclaimPolicy.ANY:
-            snapshot.charge(team, _reserved(team, assignment))
+            snapshot.charge(team, _reserved(team, assignment, preempted.held_off(team)))
         return Decision(
             workload,
             Verdict.NO_CANDIDATES,
@@ -238,6 +254,8 @@ def _process(snapshot: Snapshot, entry: Entry, preempted: _Preempted) -> Decisio
         return _rejudge(snapshot, entry, preempted, placed)
 
     gone = [*preempted.affecting(team, placed), *(t.workload for t in entry.targets)]
+    if preempted.off_tree:
+        gone = [t.workload for t in entry.targets]  # the others' usage is off the tree already
     if not _fits_without(snapshot, team, assignment.usage, gone) or (
         placed and not _placed_without(snapshot, workload, assignment, gone)
     ):
@@ -263,20 +281,62 @@ class _Preempted:
     its own tree taken out: usage lives on the path from a team to its root, so a victim elsewhere changes neither
     whether the head fits nor what a search for it finds. Taking out every victim of the cycle for every head
     made a busy cycle cost heads × victims (5.8 s at 5,000 teams in cohorts of 10, nothing finishing). A head
-    placed on nodes still has every victim taken out: another tree's victim may free its nodes."""
+    placed on nodes still has every victim taken out: another tree's victim may free its nodes.
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    With `off_tree` the victims' usage is taken off the tree once, when each is chosen, instead of for every later
+    head (a saturated cycle spent most of its processing taking the same victims off and putting them back): the
+    tree's usage is a function of each team's total, so charges and removals commute. The few steps that read the
+    tree with the victims on it ask for it (`on_tree`, `held_off`), and `put_back` restores it before the cycle's
+    charges are taken back."""
+
+    def __init__(self, snapshot: Snapshot, off_tree: bool = False) -> None:
         self.snapshot = snapshot
+        self.off_tree = off_tree
         self.names: dict[str, Workload] = {}
         self._by_root: dict[Node, dict[str, Workload]] = {}
+        self._off: dict[Node, dict[FlavorResource, int]] = {}
+        """Team → the usage of its victims taken off the tree (`off_tree` only)."""
 
     def __contains__(self, name: str) -> bool:
         return name in self.names
 
     def add(self, workload: Workload) -> None:
+        if workload.name in self.names:
+            return
         self.names[workload.name] = workload
-        root = self.snapshot.team(workload.team).root()
-        self._by_root.setdefault(root, {})[workload.name] = workload
+        team = self.snapshot.team(workload.team)
+        self._by_root.setdefault(team.root(), {})[workload.name] = workload
+        if self.off_tree:
+            usage = self.snapshot.usage_of(workload)
+            self.snapshot.tree.remove_all(team, usage)
+            held = self._off.setdefault(team, {})
+            for fr, value in usage.items():
+                held[fr] = held.get(fr, 0) + value
+
+    def held_off(self, team: Node) -> Mapping[FlavorResource, int]:
+        """The usage of `team`'s victims that is off the tree now (nothing unless `off_tree`)."""
+        return self._off.get(team, {})
+
+    def put_back(self) -> None:
+        for team, usage in self._off.items():
+            self.snapshot.tree.add_all(team, usage)
+        self._off.clear()
+        self.off_tree = False
+
+    @contextmanager
+    def on_tree(self) -> Iterator[None]:
+        """The victims' usage back on the tree for the duration of the block."""
+        if not self._off:
+            yield
+            return
+        tree = self.snapshot.tree
+        for team, usage in self._off.items():
+            tree.add_all(team, usage)
+        try:
+            yield
+        finally:
+            for team, usage in self._off.items():
+                tree.remove_all(team, usage)
 
     def affecting(self, team: Node, placed: bool) -> Iterable[Workload]:
         """The victims whose leaving can change a decision for a head of `team`."""
@@ -299,12 +359,14 @@ def _rejudge(snapshot: Snapshot, entry: Entry, preempted: _Preempted, placed: bo
     gone = preempted.affecting(team, placed)
     fits_now = False
     targets: list[Target] = []
-    if not placed:
+    if preempted.off_tree:  # (never placed: see `_victims_off_tree`)
+        fits_now = tree.fits(team, assignment.usage)
+    elif not placed:
         # The tree alone tells whether the head fits once the others' victims are gone (most often it does).
         with snapshot.usage_without(gone):
             fits_now = tree.fits(team, assignment.usage)
     if not fits_now:
-        with snapshot.without(gone):
+        with snapshot.running_without(gone) if preempted.off_tree else snapshot.without(gone):
             fits_now = placed and fits()
             if not fits_now:
                 if placed:
@@ -347,13 +409,14 @@ def _placed_without(snapshot: Snapshot, workload: Workload, assignment: Assignme
         return topology_admission.place_all(snapshot, workload, assignment) is None
 
 
-def _reserved(team: Node, assignment: Assignment) -> dict[FlavorResource, int]:
-    """What a head with no possible victims holds for the rest of the cycle, so nobody borrows it away."""
+def _reserved(team: Node, assignment: Assignment, off_tree: Mapping[FlavorResource, int]) -> dict[FlavorResource, int]:
+    """What a head with no possible victims holds for the rest of the cycle, so nobody borrows it away, judged on
+    the team's usage with the cycle's victims in it (`off_tree`: theirs, if taken off the tree)."""
     held: dict[FlavorResource, int] = {}
     for fr, value in assignment.usage.items():
         limits = team.quotas.get(fr)
         nominal = limits.nominal if limits is not None else 0
-        used = team.usage.get(fr, 0)
+        used = team.usage.get(fr, 0) + off_tree.get(fr, 0)
         if assignment.borrowing > 0:
             if limits is None or limits.borrowing_limit is None:
                 held[fr] = value

@@ -184,6 +184,21 @@ class Snapshot:
                 self.add_workload(workload)
 
     @contextmanager
+    def running_without(self, workloads: Iterable[Workload]) -> Iterator[None]:
+        """`without` for workloads whose usage is already off the tree: out of the running work only (the cycle's
+        processing keeps its victims' usage off the tree, see admission/cycle.py `_Preempted`)."""
+        removed = list({w.name: w for w in workloads if self.contains(w)}.values())
+        for workload in removed:
+            del self.workloads[workload.team][workload.name]
+            self.taken_out[workload.name] = workload
+        try:
+            yield
+        finally:
+            for workload in reversed(removed):
+                self.workloads[workload.team][workload.name] = workload
+                del self.taken_out[workload.name]
+
+    @contextmanager
     def usage_without(self, workloads: Iterable[Workload]) -> Iterator[None]:
         """Take the usage of `workloads` off the quota tree for the duration of the block, leaving the running
         workloads and the nodes as they are: for questions the tree alone answers (does a head fit once they are
