@@ -6,6 +6,8 @@ victims off for every head and puts them back, and leaves the live tree as it fo
 from __future__ import annotations
 
 import os
+from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,7 +19,7 @@ from admission.snapshot import Snapshot
 from queues.manager import QueueManager
 from tests.admission.strategies import quota_configs, workloads
 from tests.admission.test_properties import drive
-from tests.admission.test_shared_reads import Decided, _decided
+from tests.admission.test_shared_reads import GPU, Decided, _config, _decided, _pending, _running
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("KUOTA_HYPOTHESIS_EXAMPLES", "150")),
@@ -71,3 +73,50 @@ def test_victims_kept_off_the_tree_decide_as_victims_taken_off_per_head(
     assert kept_off == taken_off_per_head
     # and the live tree the cycles ran on is as it was: every victim put back, every charge taken back
     assert _usage(manager) == tree_before
+
+
+def _capped_team(name: str, nominal: int, borrowing_limit: int | None, reclaim: str) -> dict[str, Any]:
+    quota: dict[str, int] = {"nominal": nominal}
+    if borrowing_limit is not None:
+        quota["borrowingLimit"] = borrowing_limit
+    return {
+        "name": name,
+        "parent": "org",
+        "queues": [f"{name}/q"],
+        "quotas": [{"flavor": "a100", "resources": {GPU: quota}}],
+        "preemption": {"reclaimWithinCohort": reclaim},
+    }
+
+
+def test_a_head_with_no_victims_reserves_what_its_team_holds_with_its_leaving_work_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # b reclaims a's borrowed job; a's own head then has no possible victims and reserves what its borrowing limit
+    # leaves it, counting the job still leaving (none: a is at its limit). Counted without that job, a would hold a
+    # GPU back and c's head, which fits once the victim is gone, would be skipped.
+    config = _config(
+        {
+            "cohorts": [{"name": "org"}],
+            "teams": [
+                _capped_team("a", 1, 2, "LowerPriority"),
+                _capped_team("b", 3, None, "Any"),
+                _capped_team("c", 0, None, "Never"),
+            ],
+        }
+    )
+    running = [_running("a-job", "a", 3, 0, admitted_at=1)]
+    heads = [
+        replace(_pending("b-head", "b", 3, 5), created_at=3),
+        replace(_pending("a-head", "a", 1, 0), created_at=1),
+        replace(_pending("c-head", "c", 1, 0), created_at=2),
+    ]
+    kept_off = _decided(run_cycle(Snapshot.build(config, running), heads))
+    with monkeypatch.context() as patched:
+        patched.setattr(cycle, "_victims_off_tree", _on_the_tree)
+        taken_off_per_head = _decided(run_cycle(Snapshot.build(config, running), heads))
+    assert kept_off == taken_off_per_head
+    assert [(name, verdict) for name, verdict, *_ in kept_off] == [
+        ("b-head", "preempting"),
+        ("a-head", "no-candidates"),
+        ("c-head", "admitted"),
+    ]
