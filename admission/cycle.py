@@ -253,9 +253,9 @@ def _process(snapshot: Snapshot, entry: Entry, preempted: _Preempted) -> Decisio
     if (mode is Mode.PREEMPT or entry.targets) and any(t.workload.name in preempted for t in entry.targets):
         return _rejudge(snapshot, entry, preempted, placed)
 
-    gone = [*preempted.affecting(team, placed), *(t.workload for t in entry.targets)]
-    if preempted.off_tree:
-        gone = [t.workload for t in entry.targets]  # the others' usage is off the tree already
+    # Kept off the tree, the other victims' usage is gone already.
+    own = [t.workload for t in entry.targets]
+    gone = own if preempted.off_tree else [*preempted.affecting(team, placed), *own]
     if not _fits_without(snapshot, team, assignment.usage, gone) or (
         placed and not _placed_without(snapshot, workload, assignment, gone)
     ):
