@@ -2,25 +2,34 @@
 at a time, a wrong token sent again costs nothing, and past the queue's bound the answer is 429 at once.
 
 Before, every unknown token was hashed with scrypt on the event loop (tens of milliseconds each), so a flood
-took /healthz from under a millisecond to most of a second and held up everything sharing the process."""
+took /healthz from under a millisecond to most of a second and held up everything sharing the process. Here the
+scrypt checks are held where they run until the test has its probe answered: no clock decides the test."""
 
 from __future__ import annotations
 
 import asyncio
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from statistics import median
 
 import aiohttp
+import pytest
 
-from admin.auth import HASHING_AT_ONCE, HASHING_WAITING, TokenStore, add_token, read_token_file
-from tests.admin.stall import health_timed, serve
+from admin.auth import HASHING_AT_ONCE, HASHING_WAITING, TokenEntry, TokenStore, add_token, read_token_file
+from tests.admin.stall import serve
+from tests.held import hold
 
 FLOOD = 60
 
 
-async def test_a_flood_of_unknown_tokens_neither_stalls_health_checks_nor_queues_without_bound(tmp_path: Path) -> None:
+async def everyone(attempt: Callable[[], Awaitable[int]]) -> list[int]:
+    return await asyncio.gather(*(attempt() for _ in range(FLOOD)))
+
+
+async def test_a_flood_of_unknown_tokens_neither_stalls_health_checks_nor_queues_without_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "tokens.yaml"
     for name in ("ops", "sre"):
         add_token(path, name, "admin", scheme="scrypt")
@@ -36,22 +45,25 @@ async def test_a_flood_of_unknown_tokens_neither_stalls_health_checks_nor_queues
                 async with http.get(f"{url}/api/v1/tree", headers=headers) as response:
                     return response.status
 
-            async with health_timed(http, url) as health:
-                statuses = await asyncio.gather(*(attempt() for _ in range(FLOOD)))
-            # A token of a sha256 entry still answers at once during and after the flood.
-            async with http.get(f"{url}/api/v1/config", headers={"Authorization": f"Bearer {good}"}) as response:
-                assert response.status != 401
+            # Every scrypt check waits until let go: meanwhile the loop must answer probes and known tokens.
+            with hold(monkeypatch, TokenEntry, "matches") as held:
+                flood = asyncio.create_task(everyone(attempt))
+                await held.started()
+                async with http.get(f"{url}/healthz") as response:
+                    assert response.status == 200
+                # A token of a sha256 entry answers at once during the flood.
+                async with http.get(f"{url}/api/v1/config", headers={"Authorization": f"Bearer {good}"}) as response:
+                    assert response.status != 401
+                assert not flood.done()
+                held.go()
+                statuses = await flood
     finally:
         await runner.cleanup()
+    held.assert_held_off_the_loop()
     assert set(statuses) <= {401, 429}
     # Only the bounded queue's worth was hashed; the rest were refused at once, not queued.
     assert statuses.count(401) <= HASHING_AT_ONCE + HASHING_WAITING
     assert statuses.count(429) >= FLOOD - HASHING_AT_ONCE - HASHING_WAITING
-    print(f"\n/healthz during the flood: median {median(health) * 1e3:.1f} ms, max {max(health) * 1e3:.1f} ms")
-    # The goal is under 50 ms; the maximum gets room for a loaded CI machine, far below the seconds the same
-    # flood held the loop for when the work ran on it.
-    assert health and median(health) < 0.05, f"/healthz took up to {max(health) * 1000:.0f} ms during the flood"
-    assert max(health) < 1.0, f"/healthz took up to {max(health) * 1000:.0f} ms during the flood"
 
 
 async def test_the_same_wrong_token_is_hashed_once(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from webhooks.server import WebhookServer
 from webhooks.state import WebhookState
 from webhooks.tls import ReloadingTLS
 
+from ..held import hold
 from .denials import queued
 from .helpers import QUOTA_FILE, apply_patch, decode_patch, encode, gpu_job, manifest, review
 
@@ -273,6 +274,30 @@ async def test_a_review_sent_in_pieces_is_answered_as_one_sent_at_once(running: 
     assert status_line.startswith(b"HTTP/1.1 200"), status_line
     assert at_once == (200, answer)
     assert answer["response"]["allowed"] is False
+
+
+async def test_while_a_large_review_is_answered_probes_and_small_reviews_are_answered(
+    running: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review over LARGE_REVIEW_BYTES is answered by the worker thread: held there, it holds nothing else."""
+    job = gpu_job()
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    job["spec"]["template"]["spec"]["containers"] = [dict(container, name=f"c{i}") for i in range(2_000)]
+    large = encode(review(job, uid="large"))
+    assert len(large) > webhook_app.LARGE_REVIEW_BYTES
+    small = encode(review(manifest("kueue/jobs__sample-job.yaml"), uid="small"))
+    with hold(monkeypatch, webhook_app, "answer", lambda *args: len(args[3]) > webhook_app.LARGE_REVIEW_BYTES) as held:
+        pending = asyncio.create_task(running.post(MUTATE_PATH, large))
+        await held.started()
+        async with running.session.get(running.url + "/healthz") as resp:
+            assert resp.status == 200
+        status, document = await running.post(MUTATE_PATH, small)
+        assert (status, document["response"]["uid"], document["response"]["allowed"]) == (200, "small", True)
+        assert not pending.done()
+        held.go()
+        status, document = await pending
+    assert (status, document["response"]["uid"]) == (200, "large")
+    held.assert_held_off_the_loop()
 
 
 async def test_stop_finishes_requests_in_flight(tmp_path: Path) -> None:
