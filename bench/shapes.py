@@ -299,8 +299,11 @@ class ShapeFiles:
     """GPUs in all (teams' and pools')."""
 
 
-def prepare(names: Sequence[str], directory: Path, gpus: int, seed: int, limit: int | None) -> list[ShapeFiles]:
-    """Write every file the shapes' runs read into `directory`; sized on the jobs those runs replay."""
+def prepare(
+    names: Sequence[str], directory: Path, gpus: int, seed: int, limit: int | None, sticky: bool = False
+) -> list[ShapeFiles]:
+    """Write every file the shapes' runs read into `directory`; sized on the jobs those runs replay. `sticky`: the
+    files say `stickyPreemptors: true`."""
     counts_for = {n: team_counts(n, jobs_per_cluster(ITP)) for n in {TEAMS_OF[s] for s in names if s in TEAMS_OF}}
     mapping = directory / "mapping.yaml"
     mapping.write_text(MAPPING, encoding="utf-8")
@@ -318,7 +321,10 @@ def prepare(names: Sequence[str], directory: Path, gpus: int, seed: int, limit: 
         configs = {}
         for fair in (False, True):
             path = directory / f"{name}-fair-{'on' if fair else 'off'}.yaml"
-            path.write_text(yaml.safe_dump(quota_body(tree, split, fair), sort_keys=False), encoding="utf-8")
+            body = quota_body(tree, split, fair)
+            if sticky:
+                body = {"stickyPreemptors": True, **body}
+            path.write_text(yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
             configs[fair] = path
         out.append(ShapeFiles(tree, trace, mapping, configs, sum(split.values())))
     return out
@@ -626,6 +632,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--gpus", type=int, default=1600)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true", help="run under cProfile and print the top functions")
+    parser.add_argument(
+        "--sticky-preemptors", action="store_true", help="stickyPreemptors: true in every quota file (Kueue's order)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="keep the quota files, mapping and traces here")
     parser.add_argument("--json", type=Path, default=None, help="write every run's figures here (after each run)")
     parser.add_argument("--summarize", type=Path, default=None, help="print the grid of a --json file and stop")
@@ -645,7 +654,7 @@ def main(argv: Sequence[str] | None = None) -> list[Outcome]:
         return saved
     fairs = {"on": [True], "off": [False], "both": [False, True]}[opts.fair]
     with _directory(opts.out) as directory:
-        prepared = prepare(opts.shapes.split(","), directory, opts.gpus, opts.seed, opts.jobs)
+        prepared = prepare(opts.shapes.split(","), directory, opts.gpus, opts.seed, opts.jobs, opts.sticky_preemptors)
         for files in prepared:
             config = load_config_file(files.configs[True])
             print(

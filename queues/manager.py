@@ -235,11 +235,14 @@ class QueueManager:
                 self.state[name] = State.ADMITTED
                 self.messages[name] = ""
                 self._start_running(admitted)
-            elif decision.verdict is Verdict.PREEMPTING and decision.victims:
-                victims = {t.workload.name for t in decision.victims}
-                self.awaiting[name] = victims
-                for victim in victims:
-                    self._awaited_by.setdefault(victim, set()).add(name)
+            elif decision.verdict is Verdict.PREEMPTING:
+                if self.config.sticky_preemptors:
+                    queue.preempting(name)
+                if decision.victims:
+                    victims = {t.workload.name for t in decision.victims}
+                    self.awaiting[name] = victims
+                    for victim in victims:
+                        self._awaited_by.setdefault(victim, set()).add(name)
             elif decision.verdict.inadmissible:
                 queue.park(name)
                 if decision.wait_until is not None:
@@ -395,6 +398,8 @@ class QueueManager:
             if old is not None:
                 for workload in old.ordered():
                     queue.push(workload, front=old.at_front(workload.name))
+                if config.sticky_preemptors and old.preemptor is not None:
+                    queue.preempting(old.preemptor)
             queues[team.name] = queue
         self.config = config
         self.tree = QuotaTree.from_config(config)

@@ -2,7 +2,8 @@
 
 Order inside a team: higher priority first, then older (creation time, which a requeued workload keeps), then
 name. Under BestEffortFIFO a head that cannot fit is parked so the next one gets its turn, until capacity in its
-cohort changes; under StrictFIFO it stays at the head and blocks the team.
+cohort changes; under StrictFIFO it stays at the head and blocks the team. A head that is preempting stays the head
+until it is admitted, found inadmissible or removed (`preemptor`).
 """
 
 from __future__ import annotations
@@ -63,6 +64,12 @@ class TeamQueue:
         self._unpark_due = False
         """Capacity changed since the last look: everything parked is active again when the queue is next read.
         Every finished Job in a cohort unparks its teams, many times between two cycles; one merge is enough."""
+        self.preemptor: str | None = None
+        """BestEffortFIFO: the head whose victims are leaving for it. It stays the team's head (unless skipped, as
+        while it waits for them) until it is admitted, found inadmissible or removed. Otherwise its victims' leaving
+        unparks the older work parked before it, which takes the team's turn in the next cycle while the quota the
+        victims freed goes to another team's borrower, and the preemptor preempts again, indefinitely (Kueue's
+        sticky workload, for the same loop: kubernetes-sigs/kueue#6947)."""
 
     @property
     def inadmissible(self) -> dict[str, Workload]:
@@ -101,6 +108,8 @@ class TeamQueue:
             del self._twins[signature]
 
     def remove(self, name: str) -> Workload | None:
+        if self.preemptor == name:
+            self.preemptor = None
         workload = self._active.pop(name, None)
         if workload is not None:
             index = bisect.bisect_left(self._keys, self._key[name])
@@ -126,15 +135,26 @@ class TeamQueue:
 
     def head(self, skip: set[str] | frozenset[str] = frozenset()) -> Workload | None:
         self._settle()
+        preemptor = self.preemptor
+        if preemptor is not None and preemptor not in skip:
+            return self._active[preemptor]
         for key in self._keys:
             if key[2] not in skip:
                 return self._active[key[2]]
         return None
 
+    def preempting(self, name: str) -> None:
+        """`name`, an active workload, was this team's head and is preempting: it keeps the turn (`preemptor`) unless
+        another preemptor of the team still has it."""
+        if self.strategy is QueueingStrategy.BEST_EFFORT_FIFO and self.preemptor is None and name in self._active:
+            self.preemptor = name
+
     def park(self, name: str) -> None:
         """Set a head aside until capacity changes (BestEffortFIFO only; StrictFIFO keeps it blocking)."""
         if self.strategy is QueueingStrategy.STRICT_FIFO:
             return
+        if self.preemptor == name:
+            self.preemptor = None
         self._settle()
         workload = self._active.pop(name, None)
         if workload is not None:
@@ -157,6 +177,8 @@ class TeamQueue:
         if head.name in twins:
             twins.discard(head.name)
             self._twins[signature] = {head.name}  # the head itself stays where it is
+        if self.preemptor in twins:
+            self.preemptor = None
         for name in twins:
             self._parked[name] = self._active.pop(name)
         if len(twins) <= FEW_TWINS:

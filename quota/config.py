@@ -439,6 +439,11 @@ class QuotaConfig(_Model):
     job_kinds: tuple[str, ...] | None = None
     """The kinds of job kuota queues, by kind name (`Job`, `JobSet`, `PyTorchJob`...); None: `Job` only. Which
     names exist is the job framework's to say: `kuota validate` and `kuota serve` check them against it."""
+    sticky_preemptors: bool = False
+    """True: a BestEffortFIFO team's head that is preempting stays the team's head until it is admitted, found
+    inadmissible or removed, as Kueue's sticky workload does (queues/pending.py `TeamQueue.preemptor`). False, the
+    default: the spec's queue order, in which work parked before it comes back in front of it when its victims'
+    leaving unparks it."""
 
     @field_validator("job_kinds")
     @classmethod
