@@ -156,6 +156,9 @@ class QueueManager:
         for team, queue in self.queues.items():
             if queue.idle:
                 continue
+            preemptor = queue.preemptor
+            if preemptor in self.awaiting and preemptor not in self.held and preemptor not in self.deactivated:
+                continue  # the team's turn is its preemptor's, waiting for its victims (stickyPreemptors)
             head = queue.head(skip)
             if head is None or self.blocked.get(team) == head.name:
                 continue

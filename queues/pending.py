@@ -65,11 +65,12 @@ class TeamQueue:
         """Capacity changed since the last look: everything parked is active again when the queue is next read.
         Every finished Job in a cohort unparks its teams, many times between two cycles; one merge is enough."""
         self.preemptor: str | None = None
-        """BestEffortFIFO: the head whose victims are leaving for it. It stays the team's head (unless skipped, as
-        while it waits for them) until it is admitted, found inadmissible or removed. Otherwise its victims' leaving
-        unparks the older work parked before it, which takes the team's turn in the next cycle while the quota the
-        victims freed goes to another team's borrower, and the preemptor preempts again, indefinitely (Kueue's
-        sticky workload, for the same loop: kubernetes-sigs/kueue#6947)."""
+        """BestEffortFIFO with `stickyPreemptors`: the head whose victims are leaving for it. It stays the team's head
+        (unless skipped: while it waits for its victims the manager offers nothing of the team) until it is admitted,
+        found inadmissible or removed. Otherwise its victims' leaving unparks the older work parked before it, which
+        takes the team's turn in the next cycle while the quota the victims freed goes to another team's borrower,
+        and the preemptor preempts again, indefinitely (Kueue's sticky workload, for the same loop:
+        kubernetes-sigs/kueue#6947)."""
 
     @property
     def inadmissible(self) -> dict[str, Workload]:

@@ -28,8 +28,9 @@ teams:
 """
 
 
-def gpus(name: str, team: str, count: int, created_at: int) -> Workload:
-    return Workload(name, team, 5, (PodSet("main", count, {"nvidia.com/gpu": 1000}),), created_at, queue=f"{team}/default")
+def gpus(name: str, team: str, count: int, created_at: int, priority: int = 5) -> Workload:
+    pod_sets = (PodSet("main", count, {"nvidia.com/gpu": 1000}),)
+    return Workload(name, team, priority, pod_sets, created_at, queue=f"{team}/default")
 
 
 @pytest.mark.parametrize("sticky", [True, False])
@@ -53,3 +54,49 @@ def test_the_preemptor_keeps_its_turn_across_a_reload_only_when_sticky(sticky: b
     else:
         assert third.decision("a-three") is None and manager.inadmissible("a-four")
         assert manager.state["b-one"] is State.ADMITTED  # back, to be reclaimed again
+
+
+OWN_TEAM = """
+flavors: [{name: h100}]
+teams:
+  - name: a
+    queues: [a/default]
+    quotas: [{flavor: h100, resources: {nvidia.com/gpu: {nominal: 4}}}]
+    preemption: {withinTeam: LowerPriority}
+"""
+
+
+@pytest.mark.parametrize("sticky", [True, False])
+def test_while_its_victims_leave_one_by_one_the_team_waits_for_its_preemptor_only_when_sticky(sticky: bool) -> None:
+    manager = QueueManager(load_config_text(("stickyPreemptors: true\n" if sticky else "") + OWN_TEAM))
+    for name in ("low-1", "low-2"):
+        manager.add(gpus(name, "a", 2, 1, priority=1))
+        manager.schedule(1)
+    assert manager.state["low-1"] is manager.state["low-2"] is State.ADMITTED
+    manager.add(gpus("high", "a", 4, 2, priority=9))
+    preempting = manager.schedule(2).decision("high")
+    assert preempting is not None and {t.workload.name for t in preempting.victims} == {"low-1", "low-2"}
+    manager.complete_eviction("low-1")  # the first victim is gone, the second still checkpointing
+    waiting = manager.schedule(3)
+    if sticky:
+        # The team's turn is high's: low-1 does not take back the GPUs its leaving freed.
+        assert waiting.decisions == [] and manager.state["low-1"] is State.PENDING
+        manager.complete_eviction("low-2")
+        assert manager.schedule(4).decision("high").verdict is Verdict.ADMITTED  # type: ignore[union-attr]
+    else:
+        assert waiting.decision("low-1").verdict is Verdict.ADMITTED  # type: ignore[union-attr]
+        manager.complete_eviction("low-2")
+        again = manager.schedule(4).decision("high")
+        assert again is not None and [t.workload.name for t in again.victims] == ["low-1"]  # preempted twice
+
+
+def test_a_held_preemptor_does_not_keep_its_team_waiting() -> None:
+    manager = QueueManager(load_config_text("stickyPreemptors: true\n" + OWN_TEAM))
+    for name in ("low-1", "low-2"):
+        manager.add(gpus(name, "a", 2, 1, priority=1))
+        manager.schedule(1)
+    manager.add(gpus("high", "a", 4, 2, priority=9))
+    manager.schedule(2)
+    manager.complete_eviction("low-1")
+    manager.hold("high")  # an operator holds it while its second victim is still leaving
+    assert manager.schedule(3).decision("low-1").verdict is Verdict.ADMITTED  # type: ignore[union-attr]
