@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import json
 import multiprocessing
@@ -30,7 +31,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,6 +131,33 @@ def _flood_process(url: str, ca_pem: str, bodies: Bodies, flooders: int, stop: A
     out.send(asyncio.run(_flood(url, ca_pem, bodies, flooders, stop, out)))
 
 
+@contextlib.asynccontextmanager
+async def _flooding(url: str, ca_pem: str, bodies: Bodies, flooders: int, seen: Probed) -> AsyncIterator[None]:
+    """The flood, from a process of its own, running for the block; its answers land in `seen.answers`."""
+    if not flooders:
+        yield
+        return
+    ctx = multiprocessing.get_context("spawn")
+    halt = ctx.Event()
+    received, sent = ctx.Pipe(duplex=False)
+    flood = ctx.Process(target=_flood_process, args=(url, ca_pem, bodies, flooders, halt, sent), daemon=True)
+    flood.start()
+    try:
+        if not await asyncio.to_thread(received.poll, 60) or received.recv() != "flooding":
+            raise RuntimeError("the flood did not start")
+        try:
+            yield
+        finally:
+            halt.set()
+        if not await asyncio.to_thread(received.poll, 120):
+            raise RuntimeError("the flood did not end")
+        seen.answers = received.recv()
+    finally:
+        flood.join(10)
+        if flood.is_alive():
+            flood.kill()
+
+
 async def probe_during(
     url: str,
     ca_pem: str,
@@ -163,33 +191,16 @@ async def probe_during(
                 raise AssertionError(f"the ordinary review was answered {answer}")
             await asyncio.sleep(PROBE_EVERY_S)
 
-    ctx = multiprocessing.get_context("spawn")
-    halt = ctx.Event()
-    received, sent = ctx.Pipe(duplex=False)
-    flood = ctx.Process(target=_flood_process, args=(url, ca_pem, bodies, flooders, halt, sent), daemon=True)
     connector = aiohttp.TCPConnector(ssl=client_context(ca_pem), limit=1)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as light:
         # The probes' connection is open (and its TLS handshake done) before the flood starts.
         async with light.get(f"{url}/healthz") as resp:
             await resp.read()
-        if flooders:
-            flood.start()
-            if not await asyncio.to_thread(received.poll, 60) or received.recv() != "flooding":
-                flood.kill()
-                raise RuntimeError("the flood did not start")
-        try:
+        async with _flooding(url, ca_pem, bodies, flooders, seen):
             prober = asyncio.create_task(probe(light))
             await asyncio.sleep(seconds)
             stop.set()
             await prober
-        finally:
-            halt.set()
-        if flooders:
-            if not await asyncio.to_thread(received.poll, 120):
-                flood.kill()
-                raise RuntimeError("the flood did not end")
-            seen.answers = received.recv()
-            flood.join(10)
     return seen
 
 
