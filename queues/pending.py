@@ -61,6 +61,10 @@ class TeamQueue:
         self._signature: dict[str, Signature] = {}
         self._twins: dict[Signature, set[str]] = {}
         """The active workloads by signature: parking a head's look-alikes reads its set, not the whole queue."""
+        self._parked_twins: dict[Signature, set[str]] = {}
+        """The parked workloads by signature, kept as they are parked: unparking merges a set per signature back
+        into `_twins` instead of indexing every parked workload again (a busy cohort unparks its thousands of
+        waiting workloads at every finish, and re-indexing them one by one was a tenth of a long replay)."""
         self._unpark_due = False
         """Capacity changed since the last look: everything parked is active again when the queue is next read.
         Every finished Job in a cohort unparks its teams, many times between two cycles; one merge is enough."""
@@ -101,12 +105,14 @@ class TeamQueue:
     def _index(self, workload: Workload) -> None:
         self._twins.setdefault(self._signature_of(workload), set()).add(workload.name)
 
-    def _unindex(self, name: str) -> None:
+    def _unindex(self, name: str, index: dict[Signature, set[str]] | None = None) -> None:
+        """Take `name` out of `index` (the active workloads' by default)."""
+        index = self._twins if index is None else index
         signature = self._signature[name]
-        twins = self._twins[signature]
+        twins = index[signature]
         twins.discard(name)
         if not twins:
-            del self._twins[signature]
+            del index[signature]
 
     def remove(self, name: str) -> Workload | None:
         if self.preemptor == name:
@@ -118,6 +124,8 @@ class TeamQueue:
             self._unindex(name)
         else:
             workload = self._parked.pop(name, None)
+            if workload is not None:
+                self._unindex(name, self._parked_twins)
         if workload is not None:
             del self._key[name]
             self._signature.pop(name, None)
@@ -162,6 +170,7 @@ class TeamQueue:
             del self._keys[bisect.bisect_left(self._keys, self._key[name])]
             self._unindex(name)
             self._parked[name] = workload
+            self._parked_twins.setdefault(self._signature[name], set()).add(name)
 
     def park_equivalent(self, head: Workload) -> int:
         """Park every active workload that would get the head's answer: same priority and the same pod sets.
@@ -182,6 +191,12 @@ class TeamQueue:
             self.preemptor = None
         for name in twins:
             self._parked[name] = self._active.pop(name)
+        if twins:
+            parked = self._parked_twins.get(signature)
+            if parked is None:
+                self._parked_twins[signature] = twins
+            else:
+                parked |= twins
         if len(twins) <= FEW_TWINS:
             for name in twins:
                 del self._keys[bisect.bisect_left(self._keys, self._key[name])]
@@ -198,13 +213,20 @@ class TeamQueue:
         if not self._unpark_due:
             return
         self._unpark_due = False
-        parked = list(self._parked.values())
-        self._parked.clear()
-        for workload in parked:
-            self._active[workload.name] = workload
-            self._index(workload)
+        keys = self._keys
+        keys.extend(map(self._key.__getitem__, self._parked))
         # One sort beats thousands of insertions into a long list (and merging two sorted runs is linear).
-        self._keys = sorted(self._keys + [self._key[w.name] for w in parked])
+        keys.sort()
+        self._active.update(self._parked)
+        self._parked.clear()
+        twins = self._twins
+        for signature, names in self._parked_twins.items():
+            active = twins.get(signature)
+            if active is None:
+                twins[signature] = names
+            else:
+                active |= names
+        self._parked_twins = {}
 
     def ordered(self) -> Iterator[Workload]:
         """Everything pending, active in admission order first, then the parked ones in the same order."""
