@@ -404,13 +404,6 @@ def _full_key(snapshot: Snapshot, item: tuple[CandidateKey, Node]) -> OrderKey:
     return order_key(snapshot, workload)
 
 
-def _tagged(
-    stream: Iterable[tuple[CandidateKey, Node]], segment: _Segment
-) -> Iterator[tuple[CandidateKey, Node, _Segment]]:
-    for key, team in stream:
-        yield key, team, segment
-
-
 def _shared_candidates(
     snapshot: Snapshot,
     request: PreemptionRequest,
@@ -421,21 +414,23 @@ def _shared_candidates(
 ) -> Iterator[_Candidate]:
     """`_candidates` for cohort segments, read from the merged orders the nominations share."""
     below = _ceiling_for(request, False, ceiling)
-    streams: list[Iterable[tuple[CandidateKey, Node, _Segment]]] = []
+    # Each stream's items paired with their segment by zip, not by a generator of its own: every candidate of a
+    # search passes through here, and a generator per stage was a fifth of a search that found nobody.
+    streams: list[Iterable[tuple[tuple[CandidateKey, Node], _Segment]]] = []
     for segment, teams in segments:
         key: StreamKey = (*segment.key(request.contested), evicting, below)
         stream = shared.streams.get(key)
         if stream is None:
             stream = shared.streams[key] = Replay(_merged_keys(snapshot, teams, evicting, below))
-        streams.append(_tagged(stream, segment))
+        streams.append(zip(stream, repeat(segment)))
     if len(streams) < 2:
-        merged: Iterable[tuple[CandidateKey, Node, _Segment]] = streams[0] if streams else ()
+        merged: Iterable[tuple[tuple[CandidateKey, Node], _Segment]] = streams[0] if streams else ()
     elif snapshot.checkpoints is None:
-        merged = heapq.merge(*streams, key=lambda item: item[0])
+        merged = heapq.merge(*streams, key=lambda item: item[0][0])
     else:
-        merged = heapq.merge(*streams, key=lambda item: _full_key(snapshot, (item[0], item[1])))
+        merged = heapq.merge(*streams, key=lambda item: _full_key(snapshot, item[0]))
     own = request.team
-    for key_, team, segment in merged:
+    for (key_, team), segment in merged:
         if team is own:
             continue
         workload = snapshot.workloads[team.name].get(key_[3])
@@ -446,6 +441,12 @@ def _shared_candidates(
         variant = _classify(snapshot, request, workload, segment.advantage)
         if variant is not Variant.NEVER:
             yield _Candidate(workload, variant, segment.cohort)
+
+
+def _others(teams: list[Node], request: PreemptionRequest) -> bool:
+    """Whether `teams` holds a team other than the preemptor's."""
+    own = request.team
+    return any(team is not own for team in teams)
 
 
 def _still_valid(snapshot: Snapshot, request: PreemptionRequest, candidate: _Candidate, borrowing: bool) -> bool:
@@ -480,16 +481,26 @@ def _classical_targets(snapshot: Snapshot, request: PreemptionRequest) -> list[T
         sources = (_segment_sources(request, hierarchical_segments), _segment_sources(request, priority_segments))
 
         def cohort(group: int, evicting: bool, ceiling: int | None = None) -> Replay[_Candidate]:
+            if not sources[group]:
+                return Replay(iter(()))
             return Replay(_candidates(snapshot, request, sources[group], evicting, ceiling))
 
     else:
-        read = (
-            _shared_segments(shared, request, hierarchical_segments),
-            _shared_segments(shared, request, priority_segments),
+        # Segments whose teams over quota are the preemptor's own alone give nobody: left out, a group of those
+        # reads nothing (most searches of a saturated cohort have one group empty, often both).
+        read = tuple(
+            [
+                (segment, teams)
+                for segment, teams in _shared_segments(shared, request, segments)
+                if _others(teams, request)
+            ]
+            for segments in (hierarchical_segments, priority_segments)
         )
 
         def cohort(group: int, evicting: bool, ceiling: int | None = None) -> Replay[_Candidate]:
             assert shared is not None
+            if not read[group]:
+                return Replay(iter(()))
             return Replay(_shared_candidates(snapshot, request, shared, read[group], evicting, ceiling))
 
     # Already-evicting candidates of every group first, then the others, each group in candidate order.
