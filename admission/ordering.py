@@ -18,7 +18,7 @@ from admission.flavors import Assignment
 from admission.preemption import Target
 from admission.snapshot import Snapshot
 from admission.workload import Workload
-from quota.tree import Node
+from quota.tree import Node, ShareKey
 
 
 @dataclass(slots=True)
@@ -74,7 +74,7 @@ def _tiebreak(entry: Entry) -> tuple[int, int, str]:
     return (-w.priority, w.created_at, w.name)
 
 
-_FairKey = tuple[tuple[bool, tuple[int, Fraction]], int, int, str]
+_FairKey = tuple[tuple[bool, ShareKey], int, int, str]
 """At a cohort, a child's candidate: (whether the child's subtree would borrow, its DRS), then the tie-break."""
 
 

@@ -34,7 +34,7 @@ from quota.config import (
     WithinTeamPolicy,
 )
 from quota.preemption import PreemptionReason
-from quota.tree import DominantShare, FlavorResource, Node, QuotaTree
+from quota.tree import DominantShare, FlavorResource, Node, QuotaTree, ShareKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -672,17 +672,17 @@ _UsageKey = tuple[tuple[FlavorResource, int], ...]
 
 
 def _gives_nothing(share: DominantShare) -> bool:
-    """Whether a team's DRS is that of a team borrowing nothing anyone lends (a sort key of (0, 0)). Told from the
-    key's parts: comparing the key with (0, Fraction(0)) costs a Fraction comparison, with its type checks, for
+    """Whether a team's DRS is that of a team borrowing nothing anyone lends (a sort key of (0, 0, 0)). Told from the
+    key's parts: comparing the key with (0, 0, Fraction(0)) costs a Fraction comparison, with its type checks, for
     every team of every pick."""
-    kind, value = share.sort_key
+    kind, _, value = share.sort_key
     return kind == 0 and not value
 
 
 _SCAN_AT_MOST = 8
 """Up to this many teams with victims, a pick scans them all (see `_FairSearch.pick`)."""
 
-_PickEntry = tuple[tuple[int, Fraction], int, "OrderKey", str, _VictimQueue, int, int]
+_PickEntry = tuple[tuple[int, int, Fraction], int, "OrderKey", str, _VictimQueue, int, int]
 """(−share key, −1 for another team / 0 for the preemptor's, next victim's candidate order, team, its queue, the
 queue's version and the team's share version when pushed): the smallest is the pick."""
 
@@ -766,7 +766,7 @@ class _FairSearch:
         return None
 
     def _scan(self, include_preemptor: bool) -> str | None:
-        best: tuple[tuple[int, Fraction], int] | None = None
+        best: tuple[ShareKey, int] | None = None
         best_victim: Workload | None = None
         # The best victim's candidate-order key is read only once another team ties with it: it asks when each
         # victim last checkpointed, and most picks have no tie.
@@ -814,11 +814,13 @@ class _FairSearch:
         if found is None:
             return
         victim, share = found
-        kind, value = share.sort_key
+        kind, coarse, value = share.sort_key
         own = name == self.request.team.name
         shares = self._share_versions.setdefault(name, 0)
         head = order_key(self.snapshot, victim)
-        heapq.heappush(self._picks.heap, ((-kind, -value), 0 if own else -1, head, name, queue, queue.version, shares))
+        heapq.heappush(
+            self._picks.heap, ((-kind, -coarse, -value), 0 if own else -1, head, name, queue, queue.version, shares)
+        )
 
     def usage_key(self, victim: Workload) -> _UsageKey:
         items = tuple(self.snapshot.usage_of(victim).items())

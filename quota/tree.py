@@ -386,6 +386,12 @@ class QuotaTree:
         return DominantShare(weight, ratio, dominant, True)
 
 
+ShareKey = tuple[int, int, Fraction]
+"""`DominantShare.key`: (infinite, the share rounded down to an integer multiple of 2**-32, the exact share)."""
+
+_COARSE = 1 << 32
+
+
 @dataclass(frozen=True)
 class DominantShare:
     """A DRS value compared exactly: weight 0 while borrowing is infinitely unfair."""
@@ -397,25 +403,29 @@ class DominantShare:
 
     @property
     def infinite(self) -> bool:
-        return self.weight == 0 and self.borrowing
+        # `not x` rather than `x == 0`: a Fraction's equality with an int checks its type against numbers.Rational.
+        return not self.weight and self.borrowing
 
     @cached_property
     def value(self) -> Fraction:
         """The weighted share (meaningless when `infinite`)."""
-        if self.ratio == 0 or self.weight == 0:
+        if not self.ratio or not self.weight:
             return self.ratio
         return self.ratio / self.weight
 
     @cached_property
-    def sort_key(self) -> tuple[int, Fraction]:
+    def sort_key(self) -> ShareKey:
         """Sort key: larger means less entitled to more capacity."""
         return self.key()
 
-    def key(self) -> tuple[int, Fraction]:
-        """Sort key: larger means less entitled to more capacity."""
-        if self.infinite:
-            return (1, self.ratio)
-        return (0, self.value)
+    def key(self) -> ShareKey:
+        """Sort key: larger means less entitled to more capacity. (1 when infinite, else 0; the exact share rounded
+        down to a multiple of 2**-32, as an integer; the exact share.) Fair-sharing searches compare shares in a
+        heap many times per victim, and two Fractions compare through type checks and products of their parts; the
+        middle integer orders every two shares that differ by more than 2**-32 in one integer comparison, and,
+        being rounded down, never against their exact order, so the exact share decides only near-ties."""
+        exact = self.ratio if self.infinite else self.value
+        return (1 if self.infinite else 0, exact.numerator * _COARSE // exact.denominator, exact)
 
     def display(self) -> str:
         if self.infinite:
