@@ -414,8 +414,8 @@ def _shared_candidates(
 ) -> Iterator[_Candidate]:
     """`_candidates` for cohort segments, read from the merged orders the nominations share."""
     below = _ceiling_for(request, False, ceiling)
-    # Each stream's items paired with their segment by zip, not by a generator of its own: every candidate of a
-    # search passes through here, and a generator per stage was a fifth of a search that found nobody.
+    # Each stream's items paired with their segment by zip rather than a generator of its own: every candidate of
+    # a search passes through here, and each generator stage is a Python frame per candidate.
     streams: list[Iterable[tuple[tuple[CandidateKey, Node], _Segment]]] = []
     for segment, teams in segments:
         key: StreamKey = (*segment.key(request.contested), evicting, below)
@@ -486,8 +486,8 @@ def _classical_targets(snapshot: Snapshot, request: PreemptionRequest) -> list[T
             return Replay(_candidates(snapshot, request, sources[group], evicting, ceiling))
 
     else:
-        # Segments whose teams over quota are the preemptor's own alone give nobody: left out, a group of those
-        # reads nothing (most searches of a saturated cohort have one group empty, often both).
+        # Segments whose teams over quota are the preemptor's own alone give nobody: left out, so that a group of
+        # only those reads nothing (as the unshared path does for a group without sources).
         read = tuple(
             [
                 (segment, teams)

@@ -64,7 +64,7 @@ class TeamQueue:
         self._parked_twins: dict[Signature, set[str]] = {}
         """The parked workloads by signature, kept as they are parked: unparking merges a set per signature back
         into `_twins` instead of indexing every parked workload again (a busy cohort unparks its thousands of
-        waiting workloads at every finish, and re-indexing them one by one was a tenth of a long replay)."""
+        waiting workloads at every finish, and re-indexing them one by one was 7 % of a long replay)."""
         self._unpark_due = False
         """Capacity changed since the last look: everything parked is active again when the queue is next read.
         Every finished Job in a cohort unparks its teams, many times between two cycles; one merge is enough."""

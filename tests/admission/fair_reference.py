@@ -125,7 +125,7 @@ def _sides(preemptor_team: Node, target_team: Node) -> tuple[Node, Node]:
     return preemptor_team, target_team
 
 
-def _plain_key(share: DominantShare) -> tuple[int, Fraction]:
+def plain_share_key(share: DominantShare) -> tuple[int, Fraction]:
     """The order of shares as the spec gives it, infinitely unfair last: exact fractions only, none of the
     engine's shortcuts."""
     return (
@@ -145,9 +145,9 @@ def _pick(
         if not victims or (own and not include_preemptor):
             continue
         share = _share(snapshot, snapshot.team(name))
-        if not own and _plain_key(share) == (0, Fraction(0)):
+        if not own and plain_share_key(share) == (0, Fraction(0)):
             continue
-        ranked.append(((_plain_key(share), 0 if own else 1), order_key(snapshot, victims[0]), name))
+        ranked.append(((plain_share_key(share), 0 if own else 1), order_key(snapshot, victims[0]), name))
     if not ranked:
         return None
     highest = max(rank for rank, _, _ in ranked)
@@ -159,8 +159,8 @@ _Strategy = Callable[[DominantShare, DominantShare, DominantShare], bool]
 
 def _strategy(kind: PreemptionStrategy) -> _Strategy:
     if kind is PreemptionStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE:
-        return lambda mine, _old, new: _plain_key(mine) <= _plain_key(new)
-    return lambda mine, old, _new: _plain_key(mine) < _plain_key(old)
+        return lambda mine, _old, new: plain_share_key(mine) <= plain_share_key(new)
+    return lambda mine, old, _new: plain_share_key(mine) < plain_share_key(old)
 
 
 def _search(

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quota.tree import DominantShare
+from tests.admission.fair_reference import plain_share_key as exact
 
 fractions = st.fractions(min_value=0, max_value=10**6, max_denominator=10**9)
 # Shares a hair apart (within 2**-32 of each other) are where the rounded integer ties and the fraction decides.
@@ -22,12 +23,6 @@ shares = st.builds(
     st.just("nvidia.com/gpu"),
     st.booleans(),
 )
-
-
-def exact(share: DominantShare) -> tuple[int, Fraction]:
-    if share.weight == 0 and share.borrowing:
-        return (1, share.ratio)
-    return (0, share.ratio / share.weight if share.ratio and share.weight else share.ratio)
 
 
 @settings(max_examples=2000, deadline=None)
