@@ -167,7 +167,8 @@ def api_error(status: int, body: str, retry_after: float | None = None) -> KubeA
 
 
 def _retry_after(headers: Mapping[str, str] | None) -> float | None:
-    raw = headers.get("Retry-After") if headers else None
+    # aiohttp's headers match names in any case; an answer read directly has them in lower case.
+    raw = (headers.get("Retry-After") or headers.get("retry-after")) if headers else None
     try:
         return float(raw) if raw is not None else None
     except ValueError:
@@ -276,6 +277,10 @@ class KubeApi:
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
+
+    async def close(self) -> None:
+        """Close the connections of the requests sent directly (the ApiClient's own are its owner's to close)."""
+        await self.direct.close()
 
     async def call(
         self, what: str, fn: Callable[[], Awaitable[T]], *, attempts: int | None = None, limited: bool = True
@@ -435,7 +440,18 @@ class KubeApi:
         else:
             path = f"/apis/{kind.group}/{kind.version}/namespaces/{segment(namespace)}/{kind.plural}/{segment(name)}"
         encoded = orjson.dumps(body)
-        return lambda: self._json(self.direct.send("PATCH", path, encoded, content_type))
+        return lambda: self._direct_json("PATCH", path, encoded, content_type)
+
+    async def _direct(self, method: str, path: str, body: bytes, content_type: str) -> bytes:
+        """The body of a 2xx answer to a request sent directly; any other raises its KubeApiError."""
+        answer = await self.direct.send(method, path, body, content_type)
+        if not 200 <= answer.status <= 299:
+            raise api_error(answer.status, answer.body.decode("utf-8", "replace"), _retry_after(answer.headers))
+        return answer.body
+
+    async def _direct_json(self, method: str, path: str, body: bytes, content_type: str) -> Obj:
+        decoded: Obj = orjson.loads(await self._direct(method, path, body, content_type))
+        return decoded
 
     async def _json(self, pending: Awaitable[Any]) -> Obj:
         """The JSON body of a 2xx answer; any other raises its KubeApiError."""
@@ -500,7 +516,7 @@ class KubeApi:
         encoded = orjson.dumps(body)
         await self.call(
             "create event",
-            lambda: self._checked(self.direct.send("POST", path, encoded, "application/json")),
+            lambda: self._direct("POST", path, encoded, "application/json"),
             attempts=3,
             limited=False,
         )

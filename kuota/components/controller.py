@@ -181,6 +181,8 @@ class ControllerComponent:
         await self._tasks.close()
         if self.ledger is not None:
             await self.ledger.close()
+        if self.api is not None:
+            await self.api.close()
         if self.api_client is not None:
             await self.api_client.close()
         log.info("controller_stopped", identity=self.identity)
@@ -192,6 +194,8 @@ class ControllerComponent:
             term, self.term = self.term, None
             await term.stop()
         self.runtime.leader = False
+        if self.api is not None:
+            await self.api.close()
         if self.api_client is not None:
             await self.api_client.close()
 

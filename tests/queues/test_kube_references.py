@@ -174,6 +174,7 @@ async def test_trainjob_brings_the_runtime_kinds_along_and_other_kinds_bring_non
     assert cluster.reflectors["ClusterTrainingRuntime"].kind is CLUSTER_TRAINING_RUNTIME
     jobs_only = KubeCluster(kube, lambda: CONFIG, kinds=enabled_kinds(["Job", "JobSet"]))
     assert sorted(jobs_only.reflectors) == ["Job", "JobSet"] and jobs_only.referenced_kinds == {}
+    await kube.close()
     await kube.api_client.close()
 
 
@@ -202,6 +203,7 @@ async def test_a_new_leader_lists_the_runtimes_first_and_admits_through_a_runtim
         await objects.until_patched(2)
     finally:
         await term.stop()
+        await kube.close()
         await kube.api_client.close()
     schema = crd_schema(CRDS / "trainjob" / "trainer.kubeflow.org_trainjobs.yaml", "v1alpha1")
     by_name = {obj["metadata"]["name"]: obj for obj in stored["trainjobs"]}
@@ -246,6 +248,7 @@ async def test_a_trainjob_waits_out_of_the_queue_until_its_runtime_reads() -> No
     assert cluster.waiting == {}
     workload = controller.manager.workloads[key]
     assert [(p.name, p.count) for p in workload.pod_sets] == [("node", 3)]
+    await kube.close()
     await kube.api_client.close()
 
 
@@ -260,6 +263,7 @@ async def test_a_full_list_of_runtimes_reads_the_waiting_trainjobs_again() -> No
     assert cluster.waiting == {} and [r.name for r in cluster.referenced] == ["deepspeed-distributed"]
     workload = controller.manager.workloads["TrainJob/ml/kueue-example"]
     assert [(p.name, p.count) for p in workload.pod_sets] == [("node", 2), ("launcher", 1)]
+    await kube.close()
     await kube.api_client.close()
 
 
@@ -272,6 +276,7 @@ async def test_waiting_trainjobs_are_forgotten_when_deleted_or_left_out_of_a_lis
     cluster.on_event(TRAINJOB, "ADDED", trainjob())
     cluster.on_list(TRAINJOB, [])
     assert cluster.waiting == {}
+    await kube.close()
     await kube.api_client.close()
 
 
@@ -306,6 +311,7 @@ async def test_a_queued_trainjob_is_admitted_with_the_runtime_it_was_read_with()
             },
         }
     ]
+    await kube.close()
     await kube.api_client.close()
 
 
@@ -322,4 +328,5 @@ async def test_an_admission_that_cannot_place_every_pod_set_fails_instead_of_sta
     assert objects.patches == []
     (requeued,) = journal.named("requeued")
     assert requeued["args"][0].name == "TrainJob/ml/kueue-example"
+    await kube.close()
     await kube.api_client.close()

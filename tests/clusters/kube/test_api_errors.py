@@ -99,6 +99,7 @@ async def served() -> AsyncIterator[Callable[[Objects], Awaitable[KubeApi]]]:
 
     yield serve
     for objects, api in made:
+        await api.close()
         await api.api_client.close()
         if objects.runner is not None:
             await objects.runner.cleanup()
@@ -141,6 +142,7 @@ async def test_each_error_status_is_its_typed_error(status: int, error: type[Kub
     assert caught.value.status == status
     assert caught.value.retry_after == 3.0
     assert retryable(caught.value) == (status in (429, 500, 502, 503, 504))
+    await api.close()
     await api.api_client.close()
 
 
@@ -151,6 +153,7 @@ async def test_an_api_exception_from_the_client_is_translated() -> None:
     api = api_with()
     with pytest.raises(NotFound, match="Not Found"):
         await api._json(raising())
+    await api.close()
     await api.api_client.close()
 
 
@@ -167,6 +170,7 @@ async def test_retryable_errors_are_retried_and_others_raised_at_once() -> None:
     with pytest.raises(NotFound):
         await api.call("get", missing)
     assert len(attempts) == 1
+    await api.close()
     await api.api_client.close()
 
 

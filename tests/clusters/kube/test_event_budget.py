@@ -66,6 +66,7 @@ async def test_a_burst_sends_at_most_the_budget_and_counts_the_rest(core: Core) 
     await recorder.drain()
     assert len(core.created) == 7
     assert api.bucket.tokens == 1000  # the client's own budget was never touched
+    await api.close()
     await api.api_client.close()
 
 
@@ -76,4 +77,5 @@ async def test_events_do_not_wait_behind_an_exhausted_client_budget(core: Core) 
     recorder.emit("ns/job", "Admitted", "Admitted by team t on flavor f, attempt 1", 1_000)
     await asyncio.wait_for(recorder.drain(), timeout=5)
     assert [e["reason"] for e in core.created] == ["Admitted"]
+    await api.close()
     await api.api_client.close()
