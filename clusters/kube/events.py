@@ -105,6 +105,7 @@ class EventRecorder:
         self, involved: Mapping[str, str | None], reason: str, message: str, at: int, *, warning: bool = False
     ) -> None:
         namespace = involved.get("namespace") or "default"
+        stamp = rfc3339(at)
         body = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -117,8 +118,8 @@ class EventRecorder:
             "reportingComponent": COMPONENT,
             "reportingInstance": self.instance,
             "action": reason,
-            "firstTimestamp": rfc3339(at),
-            "lastTimestamp": rfc3339(at),
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
             "eventTime": micro_time(at),
             "count": 1,
         }
