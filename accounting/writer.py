@@ -2,8 +2,8 @@
 
 Each step of a plan is one statement over many rows. On PostgreSQL the rows travel as one JSON document that
 the statement reads back with ``json_to_recordset`` — one round trip and one execution per step however big the
-batch, and no per-value encoding in Python; on SQLite (in-process, no round trips) they go through
-``executemany``.
+batch, and no per-value encoding in Python; on SQLite (in-process, no round trips) they go as tuples to the
+driver's ``executemany``, the statement compiled once (``_DriverRows``).
 """
 
 from __future__ import annotations
@@ -101,8 +101,12 @@ class _DriverRows:
             if name not in keys:
                 if bind.callable is not None or bind.required:
                     raise ValueError(f"parameter {name!r} has no value in the rows")
-                fixed[name] = bind.value
-        self.columns = [(name, processors[name], fixed.get(name, _FROM_ROW)) for name in order]
+                process = processors[name]
+                fixed[name] = bind.value if process is None else process(bind.value)  # once, not per row
+        # (name, its processor, None) for a value from the row; (name, None, the processed value) for a fixed one.
+        self.columns = [
+            (name, None, fixed[name]) if name in fixed else (name, processors[name], _FROM_ROW) for name in order
+        ]
 
     def parameters(self, rows: Sequence[Row]) -> list[tuple[Any, ...]]:
         columns = self.columns
@@ -111,14 +115,15 @@ class _DriverRows:
             values = []
             for name, process, value in columns:
                 if value is _FROM_ROW:
-                    value = row[name]
-                values.append(value if process is None else process(value))
+                    value = row[name] if process is None else process(row[name])
+                values.append(value)
             out.append(tuple(values))
         return out
 
 
 _FROM_ROW: Any = object()
-_DRIVER_ROWS: dict[tuple[str, int, tuple[str, ...]], _DriverRows] = {}
+# None: the statement cannot take this path (remembered, so it is not compiled again for every batch).
+_DRIVER_ROWS: dict[tuple[str, int, tuple[str, ...]], _DriverRows | None] = {}
 
 
 def _driver_rows(
@@ -127,17 +132,19 @@ def _driver_rows(
     """The SQL and the driver's parameters for `rows`; None where SQLAlchemy's own path must run (rows whose keys
     differ, a dialect that binds by name)."""
     keys = tuple(rows[0])
-    if any(len(row) != len(keys) or row.keys() != rows[0].keys() for row in rows):
+    first = rows[0].keys()
+    if any(row.keys() != first for row in rows):
         return None
     cache_key = (dialect.name, id(statement), keys)
-    prepared = _DRIVER_ROWS.get(cache_key)
-    if prepared is None:
+    if cache_key in _DRIVER_ROWS:
+        prepared = _DRIVER_ROWS[cache_key]
+    else:
         try:
             prepared = _DriverRows(dialect, statement, keys)
         except ValueError:
-            return None
+            prepared = None
         _DRIVER_ROWS[cache_key] = prepared
-    return prepared.sql, prepared.parameters(rows)
+    return None if prepared is None else (prepared.sql, prepared.parameters(rows))
 
 
 @dataclass(frozen=True)
