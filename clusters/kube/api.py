@@ -408,20 +408,22 @@ class KubeApi:
         patch: Obj | Callable[[Obj | None], JSONPatch],
         *,
         reread: bool = True,
-    ) -> Obj:
+    ) -> None:
         """A merge patch (a mapping), or a JSON patch computed from the object as it is (a function of it).
 
         A JSON patch names list positions and expects what it changes to be there, so it is made from the object
         the watch last saw (the function gets None) and, on 409 or 422, from the object read again (the function
         gets it). A merge patch is absolute and is simply sent again after a conflict. Without `reread` the 409 or
-        422 is raised instead (the caller waits for its watch: no `get` right needed).
+        422 is raised instead (the caller waits for its watch: no `get` right needed). The patched object the
+        server answers with is checked, not decoded: the watch brings it too, and every admission makes a patch.
         """
         what = f"patch {kind.plural} {namespace}/{name}"
         current: Obj | None = None
         for _ in range(5):
             body, content_type = (patch(current), JSON_PATCH) if callable(patch) else (patch, MERGE_PATCH)
             try:
-                return await self.call(what, self._patcher(kind, namespace, name, body, content_type))
+                await self.call(what, self._patcher(kind, namespace, name, body, content_type))
+                return
             except Invalid:
                 if not callable(patch) or not reread:
                     raise
@@ -433,14 +435,14 @@ class KubeApi:
 
     def _patcher(
         self, kind: JobKind, namespace: str, name: str, body: Any, content_type: str
-    ) -> Callable[[], Awaitable[Obj]]:
+    ) -> Callable[[], Awaitable[bytes]]:
         # Sent directly (clusters/kube/direct.py): every admission makes one.
         if _is_pods(kind):
             path = f"/api/v1/namespaces/{segment(namespace)}/pods/{segment(name)}"
         else:
             path = f"/apis/{kind.group}/{kind.version}/namespaces/{segment(namespace)}/{kind.plural}/{segment(name)}"
         encoded = orjson.dumps(body)
-        return lambda: self._direct_json("PATCH", path, encoded, content_type)
+        return lambda: self._direct("PATCH", path, encoded, content_type)
 
     async def _direct(self, method: str, path: str, body: bytes, content_type: str) -> bytes:
         """The body of a 2xx answer to a request sent directly; any other raises its KubeApiError."""
@@ -448,10 +450,6 @@ class KubeApi:
         if not 200 <= answer.status <= 299:
             raise api_error(answer.status, answer.body.decode("utf-8", "replace"), _retry_after(answer.headers))
         return answer.body
-
-    async def _direct_json(self, method: str, path: str, body: bytes, content_type: str) -> Obj:
-        decoded: Obj = orjson.loads(await self._direct(method, path, body, content_type))
-        return decoded
 
     async def _json(self, pending: Awaitable[Any]) -> Obj:
         """The JSON body of a 2xx answer; any other raises its KubeApiError."""

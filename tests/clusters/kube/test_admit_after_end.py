@@ -25,9 +25,8 @@ class Patches:
     def __init__(self) -> None:
         self.sent: list[tuple[str, str]] = []
 
-    async def patch_object(self, kind: Any, namespace: str, name: str, patch: Any) -> dict[str, Any]:
+    async def patch_object(self, kind: Any, namespace: str, name: str, patch: Any) -> None:
         self.sent.append((namespace, name))
-        return {}
 
 
 def queued_job(name: str) -> dict[str, Any]:

@@ -94,7 +94,7 @@ class Server:
         patch: Obj | Callable[[Obj | None], list[Obj]],
         *,
         reread: bool = True,
-    ) -> Obj:
+    ) -> None:
         assert kind.plural == "pods"
         stored = self.pods.get((namespace, name))
         if stored is None:
@@ -116,7 +116,6 @@ class Server:
         self.pods[(namespace, name)] = new
         self.patches.append(name)
         self.changed.append(("MODIFIED", copy.deepcopy(new)))
-        return new
 
     async def delete_object(self, kind: JobKind, namespace: str, name: str, uid: str | None = None) -> None:
         stored = self.pods.get((namespace, name))
