@@ -28,6 +28,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from admission.labels import QUEUE_LABEL
 from kuota.components.controller import ControllerComponent
 from kuota.kind_manifests import widen_rbac, widen_webhooks
 from kuota.runtime import Runtime
@@ -35,6 +36,7 @@ from tests.kube.controlplane import ControlPlane
 from tests.kube.kinds import QUEUED, crd_paths, kind
 from tests.kube.manifests import Obj, job_manifest
 from tests.kube.proxy import FaultProxy
+from webhooks.app import make_app
 from webhooks.server import WebhookServer
 from webhooks.state import WebhookState
 from webhooks.tls import ReloadingTLS
@@ -111,9 +113,15 @@ async def eventually(check: Callable[[], Any | Awaitable[Any]], timeout_s: float
 class Webhook:
     """kuota's webhook server on 127.0.0.1, registered with kube-apiserver from config/deploy/webhooks.yaml."""
 
-    def __init__(self, plane: ControlPlane, tmp: Path, quota: Path, kinds: Sequence[JobKind] = ()) -> None:
+    def __init__(
+        self, plane: ControlPlane, tmp: Path, quota: Path, kinds: Sequence[JobKind] = (), *, namespace: str
+    ) -> None:
         self.plane, self.tmp, self.quota, self.kinds = plane, tmp, quota, list(kinds)
+        self.namespace = namespace
+        """Where the probe that waits for kube-apiserver to call this server is sent (it must exist)."""
         self.server: WebhookServer | None = None
+        self.called: set[str] = set()
+        """The endpoints (mutate, validate) kube-apiserver has called on this server."""
 
     async def start(self) -> None:
         ca = trustme.CA()
@@ -121,18 +129,41 @@ class Webhook:
         cert, key = self.tmp / "webhook.crt", self.tmp / "webhook.key"
         leaf.cert_chain_pems[0].write_to_path(str(cert))
         leaf.private_key_pem.write_to_path(str(key))
+        state = WebhookState.from_file(self.quota)
         self.server = WebhookServer(
-            WebhookState.from_file(self.quota),
+            state,
             ReloadingTLS(cert, key),
             host="127.0.0.1",
             port=0,
             shutdown_timeout=0.5,
+            app=make_app(state, observe=lambda endpoint, _: self.called.add(endpoint)),
         )
         await self.server.start()
         documents = None
         if self.kinds:  # what `kuota manifests --kinds` makes of config/deploy for these kinds
             documents = widen_webhooks(yaml.safe_load_all((DEPLOY / "webhooks.yaml").read_text()), self.kinds)
         await asyncio.to_thread(self.plane.register_webhooks, self.server.port, ca.cert_pem.bytes(), documents)
+        await self._until_called()
+
+    async def _until_called(self, timeout_s: float = 30.0) -> None:
+        """Until kube-apiserver calls this server's mutating and validating webhooks. It reads the configurations
+        through a watch, so for a moment after they change it may still call the last test's server, which is
+        gone: a test's first create would then fail on a refused connection. A server-side dry run of a queued
+        Job goes through both webhooks and leaves nothing behind; whether kuota allows it does not matter."""
+        probe = job_manifest("webhook-probe", namespace=self.namespace, labels={QUEUE_LABEL: "main"})
+        async with contextlib.AsyncExitStack() as stack:
+            admin = await admin_client(self.plane)
+            stack.push_async_callback(admin.close)
+            jobs = client.BatchV1Api(admin)
+            deadline = asyncio.get_running_loop().time() + timeout_s
+            while not {"mutate", "validate"} <= self.called:
+                with contextlib.suppress(ApiException):
+                    await jobs.create_namespaced_job(self.namespace, probe, dry_run="All")
+                if {"mutate", "validate"} <= self.called:
+                    return
+                if asyncio.get_running_loop().time() > deadline:
+                    raise AssertionError(f"kube-apiserver did not call the webhook within {timeout_s:.0f} s")
+                await asyncio.sleep(0.1)
 
     async def stop(self) -> None:
         if self.server is not None:
@@ -360,7 +391,7 @@ async def rig_on(
     if kinds:
         quota_extra += f"\njobKinds: [{', '.join(kinds)}]\n"
     quota = write_quota(tmp_path, namespace, quota_extra, template)
-    webhook = Webhook(plane, tmp_path, quota, list(REGISTRY.enabled(kinds)))
+    webhook = Webhook(plane, tmp_path, quota, list(REGISTRY.enabled(kinds)), namespace=namespace)
     await webhook.start()
     rig = Rig(plane, tmp_path, namespace, quota, admin, user, webhook)
     try:
