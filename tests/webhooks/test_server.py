@@ -134,8 +134,8 @@ async def test_a_kind_that_is_not_enabled_is_denied_with_what_is_queued(running:
 
 
 def test_every_enabled_kinds_paths_are_plain_routes() -> None:
-    """An enabled kind's review is routed by a lookup, not the generic route's pattern (bench/webhook.py: 10 µs of
-    a review's 97); the generic route is left for the paths of kinds that are not enabled, and pods keep theirs."""
+    """An enabled kind's review is routed by a lookup, not the generic route's pattern (a few µs a review in
+    bench/webhook.py); the generic route is left for the paths of kinds that are not enabled, and pods keep theirs."""
     kinds = REGISTRY.enabled(["Job", "JobSet", "RayJob", "Pod"])
     app = make_app(WebhookState(load_config_file(QUOTA_FILE), kinds=kinds))
     plain = {r.canonical for r in app.router.resources() if isinstance(r, web.PlainResource)}
