@@ -151,12 +151,11 @@ class Webhook:
         gone: a test's first create would then fail on a refused connection. A server-side dry run of a queued
         Job goes through both webhooks and leaves nothing behind; whether kuota allows it does not matter."""
         probe = job_manifest("webhook-probe", namespace=self.namespace, labels={QUEUE_LABEL: "main"})
-        async with contextlib.AsyncExitStack() as stack:
-            admin = await admin_client(self.plane)
-            stack.push_async_callback(admin.close)
+        admin = await admin_client(self.plane)
+        try:
             jobs = client.BatchV1Api(admin)
             deadline = asyncio.get_running_loop().time() + timeout_s
-            while not {"mutate", "validate"} <= self.called:
+            while True:
                 with contextlib.suppress(ApiException):
                     await jobs.create_namespaced_job(self.namespace, probe, dry_run="All")
                 if {"mutate", "validate"} <= self.called:
@@ -164,6 +163,8 @@ class Webhook:
                 if asyncio.get_running_loop().time() > deadline:
                     raise AssertionError(f"kube-apiserver did not call the webhook within {timeout_s:.0f} s")
                 await asyncio.sleep(0.1)
+        finally:
+            await admin.close()
 
     async def stop(self) -> None:
         if self.server is not None:
