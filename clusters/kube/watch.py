@@ -6,6 +6,11 @@ List once (paged) and hand the full set over, then watch from the list's resourc
 version we resume from stays fresh. A watch that ends (server timeout, dropped stream) resumes from the last
 version seen; 410 Gone (the version was compacted away) means events were missed, so list again and hand over the
 full set, from which the consumer works out what was deleted meanwhile. Errors back off exponentially.
+
+Every object is handed over without `metadata.managedFields`: kuota never reads them, and they are a third of a
+Job's bytes. Dropped as soon as the object is decoded, while it is still in the CPU's cache, they cost less to
+free than they would when the object is replaced seconds later (15 µs a Job event decoded and kept, 10 µs with
+them dropped, in a loop that keeps the last 20,000 as the controller keeps its Jobs).
 """
 
 from __future__ import annotations
@@ -65,6 +70,8 @@ class Reflector:
             self.kind, label_selector=self.label_selector, field_selector=self.field_selector
         )
         self.lists += 1
+        for item in items:
+            _drop_managed_fields(item)
         self.on_list(items)
         self.synced.set()
 
@@ -120,10 +127,18 @@ class Reflector:
             if code == 410:
                 raise WatchExpired(410, str(obj.get("message", "")))
             raise api_error(int(code or 500), str(obj.get("message", "")))
-        version = (obj.get("metadata") or {}).get("resourceVersion")
+        metadata = obj.get("metadata") or {}
+        version = metadata.get("resourceVersion")
         if version:
             self.version = version
+        metadata.pop("managedFields", None)
         if kind == "BOOKMARK":
             return
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             self.on_event(kind, obj)
+
+
+def _drop_managed_fields(obj: Obj) -> None:
+    metadata = obj.get("metadata")
+    if isinstance(metadata, dict):
+        metadata.pop("managedFields", None)
