@@ -1,12 +1,12 @@
 """The admission webhooks under load, over HTTPS with keep-alive on loopback.
 
-Three servers run the same stack — aiohttp behind `WebhookServer`, the same TLS context, uvloop when available, the
-collector tuned and start-up frozen as `kuota serve` runs it, each in a process of its own: kuota's webhook
-application; a no-op handler that reads the body and returns a fixed allowed review (the practical limit of the
-stack); and a handler that also decodes the review with kuota's parser before the same fixed answer, which splits
-kuota's distance from the no-op into what any Python webhook pays to read a review and what kuota's rules add. A
-lean client in this process sends realistic AdmissionReviews (an EIDF-style GPU Job; mutate and validate
-alternating, as the API server calls both per Job) and measures:
+Three servers run the same stack — `WebhookServer` with webhooks/http.py's HTTP/1.1 protocol, the same TLS
+context, uvloop when available, the collector tuned and start-up frozen as `kuota serve` runs it, each in a process
+of its own: kuota's webhook routes; a no-op handler that reads the body and returns a fixed allowed review (the
+practical limit of the stack); and a handler that also decodes the review with kuota's parser before the same
+fixed answer, which splits kuota's distance from the no-op into what any Python webhook pays to read a review and
+what kuota's rules add. A lean client in this process sends realistic AdmissionReviews (an EIDF-style GPU Job;
+mutate and validate alternating, as the API server calls both per Job) and measures:
 
 * at fixed rates (open loop: each request is timed from when it was due, so queueing counts): p50/p99/p99.9;
 * at saturation (every connection back to back): reviews per second, latencies, and the server process's CPU time
@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from queues.heap import freeze_what_is_alive, tune_collector
 from quota.loader import load_config_text
-from webhooks.app import MUTATE_PATH, VALIDATE_PATH, make_app
+from webhooks.app import MUTATE_PATH, VALIDATE_PATH, Review
 from webhooks.certs import make_certificates
 from webhooks.review import parse_review
 from webhooks.server import WebhookServer
@@ -168,27 +168,34 @@ NOOP_BODY = json.dumps(
 ).encode()
 
 
-def _fixed_answer_app(decode: bool) -> Any:
-    """A handler that reads the body (and decodes it with kuota's `parse_review` when `decode`), then answers a
-    fixed allowed review."""
-    from aiohttp import web
+@dataclass(frozen=True, slots=True)
+class _FixedAnswer(Review):
+    """A review path that answers a fixed allowed review (decoding the body with kuota's `parse_review` first when
+    `decode`): the same server, with kuota's rules taken out."""
 
-    async def handle(request: web.Request) -> web.Response:
-        body = await request.read()
-        if decode:
+    decode: bool = False
+
+    def answer(self, body: bytes) -> tuple[int, bytes]:
+        if self.decode:
             parse_review(body)
-        return web.Response(body=NOOP_BODY, content_type="application/json")
-
-    app = web.Application(client_max_size=8 * 1024 * 1024)
-    app.router.add_post(MUTATE_PATH, handle)
-    app.router.add_post(VALIDATE_PATH, handle)
-    return app
+        return 200, NOOP_BODY
 
 
-APPS: dict[str, Callable[[WebhookState], Any]] = {
-    "noop": lambda _: _fixed_answer_app(decode=False),
-    "decode": lambda _: _fixed_answer_app(decode=True),
-    "kuota": make_app,
+def _fixed_answers(decode: bool) -> Callable[[WebhookServer], None]:
+    def install(server: WebhookServer) -> None:
+        routes = server.routes
+        for path in (MUTATE_PATH, VALIDATE_PATH):
+            kept = routes.reviews[path]
+            routes.reviews[path] = _FixedAnswer(kept.endpoint, kept.rule, kept.state, kept.kind, None, decode)
+
+    return install
+
+
+#: What each server answers with: kuota's routes as they are, or fixed answers in their place.
+SERVERS: dict[str, Callable[[WebhookServer], None]] = {
+    "noop": _fixed_answers(decode=False),
+    "decode": _fixed_answers(decode=True),
+    "kuota": lambda _: None,
 }
 LABELS = {"noop": "no-op handler", "decode": "no-op that decodes the review", "kuota": "kuota's webhooks"}
 
@@ -215,10 +222,10 @@ def _serve(kind: str, cert: str, key: str, ready: Any, stop: Any, cpus: set[int]
     pin(cpus)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     state = WebhookState(load_config_text(QUOTA))
-    app = APPS[kind](state)
 
     async def main() -> None:
-        server = WebhookServer(state, ReloadingTLS(Path(cert), Path(key)), host="127.0.0.1", port=0, app=app)
+        server = WebhookServer(state, ReloadingTLS(Path(cert), Path(key)), host="127.0.0.1", port=0)
+        SERVERS[kind](server)
         tune_collector()  # as `kuota serve` runs: the same thresholds, and what start-up built frozen
         await server.start()
         freeze_what_is_alive()
@@ -447,7 +454,7 @@ def main() -> None:
         print(f"webhook benchmark: loopback HTTPS, keep-alive, {placement}, {args.seconds:.0f} s per phase and server")
         print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())} (other work on the machine)")
         started = time.perf_counter()
-        running = {kind: start_server(kind, cert, key, server_cpus) for kind in APPS}
+        running = {kind: start_server(kind, cert, key, server_cpus) for kind in SERVERS}
         try:
             pin(client_cpus)
             servers = {kind: (port, process.pid or 0) for kind, (process, port, _) in running.items()}

@@ -12,11 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aiohttp.test_utils import TestServer
-
 from bench import webhook
 from quota.loader import load_config_text
-from webhooks.app import make_app
+from webhooks.app import Routes
+from webhooks.http import Connections, WebhookProtocol
 from webhooks.state import WebhookState
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "webhook.py"
@@ -24,10 +23,13 @@ BENCH = Path(__file__).resolve().parents[1] / "bench" / "webhook.py"
 
 async def _answers(requests: list[bytes]) -> list[tuple[int, dict[str, Any]]]:
     """Each of the benchmark's whole HTTP requests sent as it sends them, on one keep-alive connection to kuota's
-    webhook application: (status, the AdmissionReview's response)."""
-    server = TestServer(make_app(WebhookState(load_config_text(webhook.QUOTA))))
-    await server.start_server()
-    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    webhook server (its protocol, without TLS): (status, the AdmissionReview's response)."""
+    routes = Routes(WebhookState(load_config_text(webhook.QUOTA)))
+    connections = Connections()
+    server = await asyncio.get_running_loop().create_server(
+        lambda: WebhookProtocol(routes, connections, 30.0), "127.0.0.1", 0
+    )
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
     answers = []
     try:
         for request in requests:
@@ -38,7 +40,8 @@ async def _answers(requests: list[bytes]) -> list[tuple[int, dict[str, Any]]]:
             answers.append((int(head[9:12]), body["response"]))
     finally:
         writer.close()
-        await server.close()
+        server.close()
+        routes.large.close()
     return answers
 
 

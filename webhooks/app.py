@@ -1,7 +1,8 @@
-"""The aiohttp application: AdmissionReview endpoints for every enabled kind, plus health and readiness.
+"""The webhook's routes: AdmissionReview endpoints for every enabled kind, plus health and readiness.
 
-One generic handler per webhook serves every kind: the path names the kind's API resource
-(`/mutate/{group}/{version}/{plural}`, `core` for the core group), and the kind's module does the rest. Pods
+A path names the kind's API resource (`/mutate/{group}/{version}/{plural}`, `core` for the core group) and is
+found by one dictionary lookup; the kind's module does the rest. A path of a kind that is not enabled is still
+answered, with a denial that says what is queued. webhooks/http.py serves these routes over TLS. Pods
 (`/mutate/core/v1/pods`) are reviewed for whichever enabled kind claims each one (webhooks/pods.py). The paths of
 the first version's configurations (`/mutate/batch/v1/job`) still serve Jobs, so an upgrade needs no new webhook
 configuration.
@@ -14,14 +15,13 @@ because with failurePolicy Fail an error and a denial block the same Job, but on
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import structlog
-from aiohttp import web
 
 from webhooks.mutate import mutate
 from webhooks.pods import for_pods
@@ -66,36 +66,6 @@ Rule = Callable[[JobKind, AdmissionRequest, WebhookState], Decision]
 RULES: dict[str, Rule] = {"mutate": mutate, "validate": validate}
 
 log = structlog.get_logger("kuota.webhook")
-
-
-def make_app(state: WebhookState, observe: Callable[[str, float], None] | None = None) -> web.Application:
-    """The webhook application; `observe(endpoint, seconds)` is told how long each review took (metrics)."""
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
-    large = LargeReviews()
-
-    async def stop_large(_: web.Application) -> None:
-        large.threads.shutdown(wait=False, cancel_futures=True)
-
-    app.on_cleanup.append(stop_large)
-    for endpoint, rule in RULES.items():
-        # Pods first: their path would match the generic route, and they are reviewed as the kind claiming each.
-        pods_path = review_path(endpoint, GATED_POD)
-        pods = _review_handler(endpoint, for_pods(rule), state, observe, _always(GATED_POD), large)
-        app.router.add_post(pods_path, pods)
-        # The kinds served are fixed for the process's life, so each gets its path as a plain route: aiohttp finds
-        # those by a lookup, where the generic route below costs a regular expression per review (about 4 of the
-        # 93 µs a review cost in bench/webhook.py). The generic route answers paths of kinds that are not enabled.
-        for kind in state.kinds:
-            path = review_path(endpoint, kind)
-            if path != pods_path:
-                app.router.add_post(path, _review_handler(endpoint, rule, state, observe, _always(kind), large))
-        handler = _review_handler(endpoint, rule, state, observe, _by_path(state), large)
-        app.router.add_post(f"/{endpoint}/{{group}}/{{version}}/{{plural}}", handler)
-        legacy = _review_handler(endpoint, rule, state, observe, _legacy(state), large)
-        app.router.add_post(LEGACY_PATHS[endpoint], legacy)
-    app.router.add_get("/healthz", _healthz)
-    app.router.add_get("/readyz", _readyz_handler(state))
-    return app
 
 
 def answer(endpoint: str, rule: Rule, state: WebhookState, body: bytes, kind: JobKind | str = JOB) -> tuple[int, bytes]:
@@ -146,62 +116,67 @@ def _not_enabled(resource: str, state: WebhookState) -> Decision:
     )
 
 
-Resolve = Callable[[web.Request], JobKind | str]
-"""The kind a request's path serves, or the path's resource when no enabled kind has it."""
+@dataclass(frozen=True, slots=True)
+class Review:
+    """One review path: its webhook, its rule and the kind it serves (or the path's resource, when no enabled kind
+    has it)."""
 
+    endpoint: str
+    rule: Rule
+    state: WebhookState
+    kind: JobKind | str
+    observe: Callable[[str, float], None] | None
 
-def _by_path(state: WebhookState) -> Resolve:
-    def resolve(request: web.Request) -> JobKind | str:
-        info = request.match_info
-        group = "" if info["group"] == "core" else info["group"]
-        found = state.kinds.by_resource(group, info["version"], info["plural"])
-        return found if found is not None else f"{info['group']}/{info['version']} {info['plural']}"
-
-    return resolve
-
-
-#: kube-apiserver sends a review at once and waits at most 30 s (timeoutSeconds) for the answer.
-BODY_TIMEOUT_S = 10.0
-
-
-def _always(kind: JobKind) -> Resolve:
-    return lambda _: kind
-
-
-def _legacy(state: WebhookState) -> Resolve:
-    return lambda _: JOB if JOB.kind in state.kinds else f"{JOB.api_version} {JOB.plural}"
-
-
-def _review_handler(
-    endpoint: str,
-    rule: Rule,
-    state: WebhookState,
-    observe: Callable[[str, float], None] | None,
-    resolve: Resolve,
-    large: LargeReviews,
-) -> Callable[[web.Request], Awaitable[web.Response]]:
-    async def handle(request: web.Request) -> web.Response:
+    def answer(self, body: bytes) -> tuple[int, bytes]:
         started = time.perf_counter()
-        kind = resolve(request)
         try:
-            # A large body waits for its turn before it is read, so a flood of them is held back by TCP flow
-            # control instead of being decrypted and buffered all at once (a chunked one is known only once read).
-            length = request.content_length
-            waits = length is not None and length > LARGE_REVIEW_BYTES
-            async with large.turn if waits else contextlib.nullcontext():
-                raw = await _read_body(request)
-                if raw is None:
-                    return _body_timed_out()
-                if len(raw) > LARGE_REVIEW_BYTES:
-                    status, body = await large.answer(endpoint, rule, state, raw, kind)
-                else:
-                    status, body = answer(endpoint, rule, state, raw, kind)
-            return web.Response(body=body, status=status, content_type="application/json")
+            return answer(self.endpoint, self.rule, self.state, body, self.kind)
         finally:
-            if observe is not None:
-                observe(endpoint, time.perf_counter() - started)
+            if self.observe is not None:
+                self.observe(self.endpoint, time.perf_counter() - started)
 
-    return handle
+
+class Routes:
+    """What each path serves, found by a dictionary lookup: the kinds served are fixed for the process's life.
+
+    `observe(endpoint, seconds)` is told how long each review took (metrics).
+    """
+
+    def __init__(self, state: WebhookState, observe: Callable[[str, float], None] | None = None) -> None:
+        self.state = state
+        self.observe = observe
+        self.large = LargeReviews()
+        self.reviews: dict[str, Review] = {}
+        for endpoint, rule in RULES.items():
+            for kind in state.kinds:
+                self.reviews[review_path(endpoint, kind)] = Review(endpoint, rule, state, kind, observe)
+            # Pods are reviewed as the kind claiming each (webhooks/pods.py), whether or not a kind is gated.
+            self.reviews[review_path(endpoint, GATED_POD)] = Review(endpoint, for_pods(rule), state, GATED_POD, observe)
+            legacy = JOB if JOB.kind in state.kinds else f"{JOB.api_version} {JOB.plural}"
+            self.reviews[LEGACY_PATHS[endpoint]] = Review(endpoint, rule, state, legacy, observe)
+
+    def review(self, path: str) -> Review | None:
+        found = self.reviews.get(path)
+        if found is not None:
+            return found
+        # /ENDPOINT/GROUP/VERSION/PLURAL of a kind that is not enabled: still answered, with a denial saying so.
+        parts = path.split("/")
+        if len(parts) != 5 or parts[0] or parts[1] not in RULES or not all(parts[2:]):
+            return None
+        _, endpoint, group, version, plural = parts
+        resource = f"{group}/{version} {plural}"[:200]
+        return Review(endpoint, RULES[endpoint], self.state, resource, self.observe)
+
+    def probe(self, path: str) -> tuple[int, bytes] | None:
+        if path == "/healthz":
+            return 200, b"ok"
+        if path == "/readyz":
+            return (200, b"ok") if self.state.ready else (503, b"not ready")
+        return None
+
+    def known(self, path: str) -> bool:
+        """A path this server serves with some method."""
+        return self.review(path) is not None or self.probe(path) is not None
 
 
 class LargeReviews:
@@ -210,38 +185,33 @@ class LargeReviews:
     def __init__(self) -> None:
         self.threads = ThreadPoolExecutor(max_workers=LARGE_REVIEW_THREADS, thread_name_prefix="kuota-large-review")
         self.turn = asyncio.Semaphore(LARGE_REVIEW_THREADS)
+        self._holders: set[object] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
-    async def answer(
-        self, endpoint: str, rule: Rule, state: WebhookState, body: bytes, kind: JobKind | str
-    ) -> tuple[int, bytes]:
+    def has_turn(self, holder: object) -> bool:
+        return holder in self._holders
+
+    async def take_turn(self, holder: object) -> None:
+        await self.turn.acquire()
+        self._holders.add(holder)
+
+    def release(self, holder: object) -> None:
+        """Give the turn back, if `holder` has it (a connection that closed while waiting, or one whose body had
+        arrived whole, may not)."""
+        if holder in self._holders:
+            self._holders.discard(holder)
+            self.turn.release()
+
+    async def answer(self, review: Review, body: bytes) -> tuple[int, bytes]:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.threads, answer, endpoint, rule, state, body, kind)
+        return await loop.run_in_executor(self.threads, review.answer, body)
 
+    def keep(self, task: asyncio.Task[None]) -> None:
+        """Hold a connection's task until it ends (the loop keeps only weak references)."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
-async def _read_body(request: web.Request) -> bytes | None:
-    """The body, or None when it stops coming: such a body would hold this handler (and its connection) for good."""
-    if request.content.is_eof():
-        # The whole body has arrived (the usual case: kube-apiserver sends a review in one go), so reading cannot
-        # wait; a timeout would cost a task, a timer and a turn of the loop per review for nothing.
-        return await request.read()
-    try:
-        return await asyncio.wait_for(request.read(), BODY_TIMEOUT_S)
-    except TimeoutError:
-        return None
-
-
-def _body_timed_out() -> web.Response:
-    return web.Response(status=408, text=f"the review's body did not arrive within {BODY_TIMEOUT_S:.0f} s")
-
-
-async def _healthz(request: web.Request) -> web.Response:
-    return web.Response(text="ok")
-
-
-def _readyz_handler(state: WebhookState) -> Callable[[web.Request], Awaitable[web.Response]]:
-    async def readyz(request: web.Request) -> web.Response:
-        if state.ready:
-            return web.Response(text="ok")
-        return web.Response(text="not ready", status=503)
-
-    return readyz
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self.threads.shutdown(wait=False, cancel_futures=True)

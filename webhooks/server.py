@@ -1,14 +1,15 @@
-"""Running the webhook application over TLS: start, keep the quota file and certificate fresh, stop gracefully."""
+"""Running the webhook over TLS: start, keep the quota file and certificate fresh, stop gracefully."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import structlog
-from aiohttp import web
 
 from queues.tasks import BackgroundTasks
-from webhooks.app import make_app
+from webhooks.app import Routes
+from webhooks.http import Connections, WebhookProtocol
 from webhooks.state import WebhookState
 from webhooks.tls import ReloadingTLS
 
@@ -19,12 +20,12 @@ DEFAULT_PORT = 9443
 
 #: A connection that sends nothing for this long (idle between requests, or stopped halfway through one) is closed:
 #: kube-apiserver's webhook client reconnects at once, and a client that opens connections and goes silent cannot
-#: hold them (aiohttp's default keeps them 75 s).
+#: hold them.
 IDLE_TIMEOUT_S = 30.0
 
 
 class WebhookServer:
-    """One listening socket serving `make_app(state)` (or `app`) over TLS.
+    """One listening socket serving `Routes(state, observe)` (webhooks/app.py) over TLS (webhooks/http.py).
 
     `stop()` stops accepting, answers what is in flight (up to `shutdown_timeout` seconds), then closes.
     """
@@ -36,7 +37,7 @@ class WebhookServer:
         *,
         host: str = "0.0.0.0",
         port: int = DEFAULT_PORT,
-        app: web.Application | None = None,
+        observe: Callable[[str, float], None] | None = None,
         poll_interval: float = 2.0,
         shutdown_timeout: float = 10.0,
         idle_timeout: float = IDLE_TIMEOUT_S,
@@ -45,23 +46,27 @@ class WebhookServer:
         self.tls = tls
         self.host = host
         self.port = port
-        self.app = app if app is not None else make_app(state)
+        self.routes = Routes(state, observe)
         self.poll_interval = poll_interval
         self.shutdown_timeout = shutdown_timeout
         self.idle_timeout = idle_timeout
-        self._runner: web.AppRunner | None = None
+        self._server: asyncio.Server | None = None
+        self._connections = Connections()
         self._tasks = BackgroundTasks("webhook server")
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(
-            self.app, access_log=None, shutdown_timeout=self.shutdown_timeout, keepalive_timeout=self.idle_timeout
+        loop = asyncio.get_running_loop()
+        connections = self._connections = Connections()
+        self._server = await loop.create_server(
+            lambda: WebhookProtocol(self.routes, connections, self.idle_timeout),
+            self.host,
+            self.port,
+            ssl=self.tls.context,
+            backlog=1024,
         )
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls.context)
-        await site.start()
-        addresses = self._runner.addresses
-        if addresses:
-            self.port = int(addresses[0][1])  # the real port when asked for port 0
+        sockets = self._server.sockets
+        if sockets:
+            self.port = int(sockets[0].getsockname()[1])  # the real port when asked for port 0
         self._tasks.start(self._poll(), "kuota-webhook-reload")
         self.state.ready = True
         log.info("webhook serving", host=self.host, port=self.port)
@@ -69,9 +74,16 @@ class WebhookServer:
     async def stop(self) -> None:
         self.state.ready = False
         await self._tasks.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._server is not None:
+            self._server.close()
+            self._connections.stop()
+            try:
+                await asyncio.wait_for(self._connections.drained.wait(), self.shutdown_timeout)
+            except TimeoutError:
+                log.warning("webhook stopped with requests unanswered", connections=len(self._connections.open))
+                self._connections.abort()
+            self._server = None
+        self.routes.large.close()
         log.info("webhook stopped")
 
     async def _poll(self) -> None:

@@ -1,6 +1,6 @@
 """Serving TLS from a certificate and key on disk, picking up new ones without a restart.
 
-An aiohttp server keeps the SSLContext it was started with, and reloading a certificate into a live context is not
+A server keeps the SSLContext it was started with, and reloading a certificate into a live context is not
 atomic (a new certificate with the old key would break every handshake in between). So each change builds a fresh
 context, and the context the server holds switches every new handshake over to the newest one from its SNI
 callback, which OpenSSL calls for every ClientHello, with or without a server name.

@@ -30,7 +30,6 @@ from queues.heap import freeze_what_is_alive, tune_collector
 from quota.config import QuotaConfig
 from quota.duration import parse_duration_ms
 from quota.loader import ConfigError, load_config_file
-from webhooks.app import make_app
 from webhooks.server import DEFAULT_PORT, WebhookServer
 from webhooks.state import DEFAULT_SERVICE_ACCOUNT, WebhookState
 from webhooks.tls import ReloadingTLS
@@ -109,7 +108,7 @@ class WebhookComponent:
         # a probe needing several wake-ups queued 50-100 ms behind a flood. At 1 ms the loop gets its turn sooner.
         sys.setswitchinterval(LOOP_SWITCH_INTERVAL_S)
         self.server = WebhookServer(
-            state, tls, host=options.webhook_host, port=options.webhook_port, app=make_app(state, _webhook_observer())
+            state, tls, host=options.webhook_host, port=options.webhook_port, observe=_webhook_observer()
         )
 
     async def start(self) -> None:

@@ -36,7 +36,6 @@ from tests.kube.controlplane import ControlPlane
 from tests.kube.kinds import QUEUED, crd_paths, kind
 from tests.kube.manifests import Obj, job_manifest
 from tests.kube.proxy import FaultProxy
-from webhooks.app import make_app
 from webhooks.server import WebhookServer
 from webhooks.state import WebhookState
 from webhooks.tls import ReloadingTLS
@@ -136,7 +135,7 @@ class Webhook:
             host="127.0.0.1",
             port=0,
             shutdown_timeout=0.5,
-            app=make_app(state, observe=lambda endpoint, _: self.called.add(endpoint)),
+            observe=lambda endpoint, _: self.called.add(endpoint),
         )
         await self.server.start()
         documents = None

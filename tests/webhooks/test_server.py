@@ -15,14 +15,15 @@ from typing import Any
 import aiohttp
 import pytest
 import trustme
-from aiohttp import web
 
 from quota.loader import load_config_file
 from webhooks import app as webhook_app
-from webhooks.app import MUTATE_PATH, VALIDATE_PATH, make_app, review_path
+from webhooks import http as webhook_http
+from webhooks.app import MUTATE_PATH, VALIDATE_PATH, Routes, review_path
 from webhooks.server import WebhookServer
 from webhooks.state import WebhookState
 from webhooks.tls import ReloadingTLS
+from workloads.gates import GATED_POD
 from workloads.registry import REGISTRY
 
 from ..held import hold
@@ -133,16 +134,22 @@ async def test_a_kind_that_is_not_enabled_is_denied_with_what_is_queued(running:
     assert status == 200 and document["response"]["allowed"] is True
 
 
-def test_every_enabled_kinds_paths_are_plain_routes() -> None:
-    """An enabled kind's review is routed by a lookup, not the generic route's pattern (a few µs a review in
-    bench/webhook.py); the generic route is left for the paths of kinds that are not enabled, and pods keep theirs."""
+def test_every_enabled_kinds_paths_are_found_by_a_lookup() -> None:
+    """An enabled kind's review is found in the routes' dictionary, served as that kind; pods keep their path, and
+    a path of a kind that is not enabled is still answered, as that resource."""
     kinds = REGISTRY.enabled(["Job", "JobSet", "RayJob", "Pod"])
-    app = make_app(WebhookState(load_config_file(QUOTA_FILE), kinds=kinds))
-    plain = {r.canonical for r in app.router.resources() if isinstance(r, web.PlainResource)}
+    routes = Routes(WebhookState(load_config_file(QUOTA_FILE), kinds=kinds))
     for kind in kinds:
         for endpoint in ("mutate", "validate"):
-            assert review_path(endpoint, kind) in plain
-    assert sum(isinstance(r, web.DynamicResource) for r in app.router.resources()) == 2
+            path = review_path(endpoint, kind)
+            found = routes.reviews[path]
+            # A plain pod is reviewed as whichever kind claims it (webhooks/pods.py).
+            expected = GATED_POD if path == review_path(endpoint, GATED_POD) else kind
+            assert (found.endpoint, found.kind) == (endpoint, expected)
+    other = routes.review("/validate/example.org/v1/nothings")
+    assert other is not None and other.kind == "example.org/v1 nothings"
+    for path in ("/validate/example.org/v1", "/other/batch/v1/jobs", "/validate/example.org/v1/nothings/x", "/"):
+        assert routes.review(path) is None
 
 
 async def test_health_and_readiness(running: Running) -> None:
@@ -313,43 +320,31 @@ async def test_while_a_large_review_is_answered_probes_and_small_reviews_are_ans
     held.assert_held_off_the_loop()
 
 
-async def test_stop_finishes_requests_in_flight(tmp_path: Path) -> None:
-    ca = trustme.CA()
-    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    write_cert(ca, cert, key)
-    state = WebhookState(load_config_file(QUOTA_FILE))
-    app = make_app(state)
-    entered = asyncio.Event()
-
-    async def slow(request: web.Request) -> web.Response:
-        entered.set()
-        await asyncio.sleep(0.5)
-        return web.Response(text="finished")
-
-    app.router.add_get("/slow", slow)
-    server = WebhookServer(state, ReloadingTLS(cert, key), host="127.0.0.1", port=0, app=app)
-    await server.start()
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
-    ca.configure_trust(context)
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session:
-
-        async def fetch() -> tuple[int, str]:
-            async with session.get(f"https://127.0.0.1:{server.port}/slow") as resp:
-                return resp.status, await resp.text()
-
-        in_flight = asyncio.create_task(fetch())
-        await entered.wait()
-        await server.stop()
-        assert await in_flight == (200, "finished")
-        assert state.ready is False
-        with pytest.raises(aiohttp.ClientConnectionError):
-            await fetch()
+async def test_stop_finishes_requests_in_flight(running: Running, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A review being answered (a large one, in the worker thread) when the server stops still gets its answer;
+    then the port takes no connection."""
+    job = gpu_job()
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    job["spec"]["template"]["spec"]["containers"] = [dict(container, name=f"c{i}") for i in range(2_000)]
+    large = encode(review(job, uid="in-flight"))
+    with hold(monkeypatch, webhook_app, "answer") as held:
+        in_flight = asyncio.create_task(running.post(MUTATE_PATH, large))
+        await held.started()
+        stopping = asyncio.create_task(running.server.stop())
+        await asyncio.sleep(0.2)
+        assert not stopping.done() and running.server.state.ready is False
+        held.go()
+        status, document = await in_flight
+        await stopping
+    assert (status, document["response"]["uid"]) == (200, "in-flight")
+    with pytest.raises(aiohttp.ClientConnectionError):
+        await running.post(MUTATE_PATH, large)
 
 
 async def test_silent_and_half_sent_connections_are_closed_after_the_idle_timeout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(webhook_app, "BODY_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(webhook_http, "BODY_TIMEOUT_S", 0.5)
     ca = trustme.CA()
     cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
     write_cert(ca, cert, key)
@@ -380,3 +375,81 @@ async def test_silent_and_half_sent_connections_are_closed_after_the_idle_timeou
         writer.close()
     finally:
         await server.stop()
+
+
+async def _exchange(
+    running: Running, data: bytes, *, answers: int = 1
+) -> list[tuple[bytes, dict[bytes, bytes], bytes]]:
+    """Send raw bytes on one TLS connection; read `answers` responses: (status line, headers, body)."""
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", running.server.port, ssl=running.client_context(), server_hostname="127.0.0.1"
+    )
+    out = []
+    try:
+        writer.write(data)
+        await writer.drain()
+        for _ in range(answers):
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            status, *lines = head[:-4].split(b"\r\n")
+            headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(b":") for line in lines)}
+            body = await asyncio.wait_for(reader.readexactly(int(headers[b"content-length"])), 5)
+            out.append((status, headers, body))
+    finally:
+        writer.close()
+    return out
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status", "reason"),
+    [
+        (b"NONSENSE\r\n\r\n", b"400", b"request line"),
+        (b"POST /mutate/batch/v1/jobs HTTP/1.1\r\nno colon here\r\n\r\n", b"400", b"NAME: value"),
+        (b"POST /mutate/batch/v1/jobs HTTP/1.1\r\nContent-Length: -5\r\n\r\n", b"400", b"Content-Length"),
+        (b"POST /mutate/batch/v1/jobs HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", b"400", b"one"),
+        (
+            b"POST /mutate/batch/v1/jobs HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+            b"411",
+            b"chunked",
+        ),
+        (b"POST /mutate/batch/v1/jobs HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", b"413", b"at most"),
+        (b"POST /mutate/batch/v1/jobs HTTP/1.1\r\nX: " + b"a" * 70_000 + b"\r\n\r\n", b"431", b"head"),
+        (b"GET /nowhere HTTP/1.1\r\n\r\n", b"404", b"not found"),
+        (b"DELETE /healthz HTTP/1.1\r\n\r\n", b"405", b"not allowed"),
+    ],
+)
+async def test_requests_it_cannot_serve_get_a_status_and_a_reason(
+    running: Running, request_bytes: bytes, status: bytes, reason: bytes
+) -> None:
+    [(line, headers, body)] = await _exchange(running, request_bytes)
+    assert line.split(b" ")[1] == status, (line, body)
+    assert reason in body
+    if status not in (b"404", b"405"):
+        assert headers.get(b"connection") == b"close"  # what follows on such a connection cannot be trusted
+
+
+async def test_pipelined_requests_are_answered_in_order_and_connection_close_is_honoured(running: Running) -> None:
+    body = encode(review(manifest("kueue/jobs__sample-job.yaml"), uid="piped"))
+    post = f"POST {MUTATE_PATH} HTTP/1.1\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+    last = b"GET /readyz HTTP/1.1\r\nConnection: close\r\n\r\n"
+    answers = await _exchange(running, b"GET /healthz HTTP/1.1\r\n\r\n" + post + last, answers=3)
+    assert [a[2] for a in (answers[0], answers[2])] == [b"ok", b"ok"]
+    assert json.loads(answers[1][2])["response"]["uid"] == "piped"
+    assert answers[2][1].get(b"connection") == b"close"
+
+
+async def test_expect_100_continue_is_met(running: Running) -> None:
+    body = encode(review(manifest("kueue/jobs__sample-job.yaml"), uid="cont"))
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", running.server.port, ssl=running.client_context(), server_hostname="127.0.0.1"
+    )
+    try:
+        writer.write(
+            f"POST {MUTATE_PATH} HTTP/1.1\r\nContent-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n".encode()
+        )
+        await writer.drain()
+        assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        writer.write(body)
+        await writer.drain()
+        assert (await asyncio.wait_for(reader.readline(), 5)).startswith(b"HTTP/1.1 200")
+    finally:
+        writer.close()

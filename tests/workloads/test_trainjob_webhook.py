@@ -1,4 +1,4 @@
-"""kuota's webhooks on a realistic TrainJob, served on its own path by the aiohttp application.
+"""kuota's webhooks on a realistic TrainJob, found on its own path among the webhook's routes.
 
 The body is Kueue's TrainJob example from ../shared/data/crds/trainjob/examples/03-kueue-integration.yaml
 (kubeflow/trainer at 8c0f5059, see the folder's PROVENANCE.md) as the API server sends it: named, in a namespace,
@@ -16,11 +16,10 @@ import uuid
 from typing import Any
 
 import jsonpatch
-from aiohttp.test_utils import TestClient, TestServer
 
 from admission.labels import ADMITTED_FLAVOR, MIN_PARALLELISM, PRIORITY_LABEL, QUEUE_LABEL
 from quota.loader import load_config_text
-from webhooks.app import make_app, review_path
+from webhooks.app import Routes, review_path
 from webhooks.state import WebhookState
 from workloads.kinds.trainjob import TRAINJOB
 from workloads.reading import convert
@@ -83,11 +82,11 @@ def review(obj: Any, operation: str = "CREATE", old: Any = None, username: str =
 async def answer(endpoint: str, body: Obj) -> Obj:
     state = WebhookState(CONFIG, service_account=KUOTA)
     assert "TrainJob" in state.kinds  # from the quota file's jobKinds
-    async with TestClient(TestServer(make_app(state))) as client:
-        response = await client.post(review_path(endpoint, TRAINJOB), data=json.dumps(body))
-        assert response.status == 200
-        document: Obj = await response.json()
-    found: Obj = document["response"]
+    route = Routes(state).review(review_path(endpoint, TRAINJOB))  # the path its webhook configuration names
+    assert route is not None and route.kind is TRAINJOB
+    status, answered = route.answer(json.dumps(body).encode())
+    assert status == 200
+    found: Obj = json.loads(answered)["response"]
     return found
 
 
