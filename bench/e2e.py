@@ -270,7 +270,7 @@ async def submit_all(batch: Any, jobs: list[PerfJob], observer: Observer, in_fli
                 await asyncio.sleep(0.2)
         except Exception as exc:  # counted and reported; the Job is dropped from the run
             observer.create_failures += 1
-            observer.errors.append(f"create {job.workload.name}: {exc!r}"[:300])
+            observer.errors.append(f"create {job.workload.name}: {type(exc).__name__}: {exc}"[:300])
             track = observer.tracks[job.workload.name]
             if track.finished is None:
                 track.finished = observer.now()
