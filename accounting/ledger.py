@@ -31,14 +31,6 @@ from accounting.writer import apply_plan
 log = logging.getLogger(__name__)
 
 
-#: How long the writer lets events gather after the first of a batch. A transaction costs about the same CPU
-#: whatever it carries: on SQLite each statement is several hops to the driver's thread, so a batch of 4 events
-#: cost about 400 µs an event and one of 64 about 70 µs (the writer's own process CPU, in one process that timed
-#: both). A controller admitting tens of Jobs a second made up to 20 small batches a second at 50 ms; at 250 ms
-#: they carry five times as much. Events wait that long in memory; `flush()` and `close()` do not wait for it.
-LINGER_S = 0.25
-
-
 class LedgerClosedError(RuntimeError):
     """``record`` after ``close``: the event would be lost, so it is refused loudly."""
 
@@ -70,7 +62,7 @@ class Ledger:
         batch_size: int = 1_000,
         retry_initial: float = 0.05,
         retry_max: float = 5.0,
-        linger_s: float = LINGER_S,
+        linger_s: float = 0.05,
     ) -> None:
         if max_backlog < 1 or batch_size < 1:
             raise ValueError("max_backlog and batch_size must be positive")
