@@ -41,7 +41,7 @@ async def _answers(requests: list[bytes]) -> list[tuple[int, dict[str, Any]]]:
     finally:
         writer.close()
         server.close()
-        routes.large.close()
+        await routes.large.close()
     return answers
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from queues.tasks import BackgroundTasks
 from webhooks.mutate import mutate
 from webhooks.pods import for_pods
 from webhooks.review import (
@@ -186,7 +187,8 @@ class LargeReviews:
         self.threads = ThreadPoolExecutor(max_workers=LARGE_REVIEW_THREADS, thread_name_prefix="kuota-large-review")
         self.turn = asyncio.Semaphore(LARGE_REVIEW_THREADS)
         self._holders: set[object] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.tasks = BackgroundTasks("webhook large reviews")
+        """The connections' tasks that wait for the turn or for the thread."""
 
     def has_turn(self, holder: object) -> bool:
         return holder in self._holders
@@ -206,12 +208,6 @@ class LargeReviews:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.threads, review.answer, body)
 
-    def keep(self, task: asyncio.Task[None]) -> None:
-        """Hold a connection's task until it ends (the loop keeps only weak references)."""
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
+    async def close(self) -> None:
+        await self.tasks.close()
         self.threads.shutdown(wait=False, cancel_futures=True)

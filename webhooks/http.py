@@ -259,8 +259,7 @@ class WebhookProtocol(asyncio.Protocol):
     def _answer_large(self, review: Review, body: bytes, close: bool) -> None:
         self.busy = True
         self._pause_reading()
-        task = self.loop.create_task(self._large(review, body, close))
-        self.routes.large.keep(task)
+        self.routes.large.tasks.start(self._large(review, body, close), "kuota-large-review")
 
     async def _large(self, review: Review, body: bytes, close: bool) -> None:
         large = self.routes.large
@@ -284,8 +283,7 @@ class WebhookProtocol(asyncio.Protocol):
         by TCP flow control, one at a time."""
         self.busy = True
         self._pause_reading()
-        task = self.loop.create_task(self._turn())
-        self.routes.large.keep(task)
+        self.routes.large.tasks.start(self._turn(), "kuota-large-review-turn")
 
     async def _turn(self) -> None:
         await self.routes.large.take_turn(self)

@@ -83,7 +83,7 @@ class WebhookServer:
                 log.warning("webhook stopped with requests unanswered", connections=len(self._connections.open))
                 self._connections.abort()
             self._server = None
-        self.routes.large.close()
+        await self.routes.large.close()
         log.info("webhook stopped")
 
     async def _poll(self) -> None:
