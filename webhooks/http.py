@@ -203,8 +203,13 @@ class WebhookProtocol(asyncio.Protocol):
                     if head.length > LARGE_REVIEW_BYTES and not self.routes.large.has_turn(self):
                         self._wait_for_turn()
                     return
-                body = bytes(self.buffer[: head.length])
-                del self.buffer[: head.length]
+                if len(self.buffer) == head.length:  # the usual case: the body and nothing after it
+                    body = bytes(self.buffer)
+                    self.buffer.clear()
+                else:
+                    with memoryview(self.buffer) as view:
+                        body = bytes(view[: head.length])  # one copy, where a slice of the bytearray makes two
+                    del self.buffer[: head.length]
                 self.head = None
                 self._dispatch(head, body)
         except _Refused as refused:
