@@ -56,9 +56,8 @@ class WebhookServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        connections = self._connections = Connections()
         self._server = await loop.create_server(
-            lambda: WebhookProtocol(self.routes, connections, self.idle_timeout),
+            lambda: WebhookProtocol(self.routes, self._connections, self.idle_timeout),
             self.host,
             self.port,
             ssl=self.tls.context,
