@@ -81,7 +81,9 @@ async def test_a_lone_job_on_an_idle_loop_is_decided_without_the_old_fixed_windo
             await controller.decided.wait()
         assert loop.last_wait_s == 0.0  # the fixed window made every change wait 20 ms
         assert controller.cycles[0] >= woken
-        # Right after that step the loop counts as busy: the next change waits for the least window.
+        # Right after that step the loop counts as busy: the next change waits for the least window. (A change
+        # made while the step is still going, between two of its cycles, is decided within it.)
+        await asyncio.sleep(0.01)
         controller.decided.clear()
         controller.dirty = True
         loop.wake()
@@ -90,3 +92,58 @@ async def test_a_lone_job_on_an_idle_loop_is_decided_without_the_old_fixed_windo
         assert loop.last_wait_s == LEAST_S
     finally:
         await loop.stop()
+
+
+class ProgressingController(CountingController):
+    """Every cycle makes progress (as one that admits does), for `cycles` cycles in a row; each records how far
+    another task of the event loop has got by then."""
+
+    def __init__(self, cycles: int, other: list[int]) -> None:
+        super().__init__()
+        self.left = cycles
+        self.other = other
+        self.seen: list[int] = []
+
+    def schedule(self, now: int) -> object | None:
+        if not self.dirty or not self.left:
+            return None
+        self.left -= 1
+        self.dirty = self.left > 0
+        self.seen.append(self.other[0])
+        if not self.left:
+            self.decided.set()
+        return object()
+
+
+async def test_a_series_of_cycles_lets_the_event_loop_run_between_them() -> None:
+    # A review waiting for a whole series of cycles waited for all of them; now it waits for one at most.
+    other = [0]
+    controller = ProgressingController(5, other)
+    loop = ControllerLoop(controller, LoopTimers())  # type: ignore[arg-type]
+
+    async def elsewhere() -> None:
+        while True:
+            other[0] += 1
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(elsewhere())
+    loop.start()
+    try:
+        controller.dirty = True
+        loop.wake()
+        async with asyncio.timeout(2):
+            await controller.decided.wait()
+        assert len(controller.seen) == 5
+        assert all(later > earlier for earlier, later in zip(controller.seen, controller.seen[1:], strict=False))
+    finally:
+        ticker.cancel()
+        await loop.stop()
+
+
+def test_a_step_outside_the_loop_still_runs_its_cycles_to_the_end() -> None:
+    other = [0]
+    controller = ProgressingController(5, other)
+    loop = ControllerLoop(controller, LoopTimers())  # type: ignore[arg-type]
+    controller.dirty = True
+    assert loop.step() == 5
+    assert loop.step(cycles=1) == 0
