@@ -21,7 +21,14 @@ DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///kuota.db"
 """A file in the working directory: the embedded default."""
 
 _DRIVERS = {"postgresql": "asyncpg", "sqlite": "aiosqlite"}
-_SQLITE_BUSY_TIMEOUT_MS = 30_000
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+SQLITE_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",  # readers never block the ledger's writer
+    "PRAGMA foreign_keys=ON",  # off by default in SQLite
+    "PRAGMA synchronous=NORMAL",
+    f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
+)
+"""Every SQLite connection kuota opens runs these first."""
 _BEGIN_OPTION = "kuota_sqlite_begin"
 
 
@@ -78,7 +85,7 @@ def create_engine(url: str, **options: Any) -> AsyncEngine:
     options.setdefault("json_deserializer", orjson.loads)
     if parsed.get_backend_name() == "sqlite":
         connect_args = options.setdefault("connect_args", {})
-        connect_args.setdefault("timeout", _SQLITE_BUSY_TIMEOUT_MS / 1000)
+        connect_args.setdefault("timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
         engine = create_async_engine(parsed, **options)
         _configure_sqlite(engine)
         return engine
@@ -98,11 +105,8 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         # BEGIN ourselves below, so that writes and migrations are really transactional.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        # WAL: readers never block the ledger's writer; foreign keys are off by default in SQLite.
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_MS}")
+        for pragma in SQLITE_PRAGMAS:
+            cursor.execute(pragma)
         cursor.close()
 
     @event.listens_for(engine.sync_engine, "begin")

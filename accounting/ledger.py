@@ -26,7 +26,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from accounting.database import create_engine, resolve_database_url, write_transaction
 from accounting.events import LedgerEvent
 from accounting.rows import plan_writes
-from accounting.writer import apply_plan
+from accounting.sqlite_writer import SqliteWriter, sqlite_file
+from accounting.writer import apply_plan, sqlite_steps
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,8 @@ class Ledger:
         self._rejected: list[RejectedEvent] = []
         self._written = 0
         self._write_failures = 0
+        self._sqlite: SqliteWriter | None = None
+        """A SQLite file's writes, each batch in one call to the writer's thread (accounting/sqlite_writer.py)."""
 
     # --- state the queue manager, /readyz and /metrics read --------------------------------------------------
 
@@ -149,6 +152,9 @@ class Ledger:
             raise RuntimeError("the ledger is already started")
         if self._engine is None:
             self._engine = create_engine(self._url)
+        path = sqlite_file(self._engine.url)
+        if path is not None:
+            self._sqlite = SqliteWriter(path)
         self._task = asyncio.create_task(self._run(), name="kuota-ledger-writer")
 
     def record(self, event: LedgerEvent) -> None:
@@ -186,6 +192,8 @@ class Ledger:
                 self._task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._task
+            if self._sqlite is not None:
+                await self._sqlite.close()
             if self._engine is not None and self._owns_engine:
                 await self._engine.dispose()
 
@@ -216,6 +224,11 @@ class Ledger:
 
     async def _write_batch(self, batch: Sequence[LedgerEvent]) -> None:
         plan = plan_writes(batch)  # before BEGIN: no lock held (SQLite) nor transaction open while computing
+        if self._sqlite is not None:
+            steps = sqlite_steps(self.engine.dialect, plan)
+            if steps is not None:
+                await self._sqlite.write(steps)
+                return
         async with write_transaction(self.engine) as connection:
             await apply_plan(connection, plan)
 

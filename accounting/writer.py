@@ -72,6 +72,21 @@ async def apply_plan(connection: AsyncConnection, plan: WritePlan) -> None:
                 await connection.exec_driver_sql(*driver)
 
 
+def sqlite_steps(dialect: Dialect, plan: WritePlan) -> list[tuple[str, list[tuple[Any, ...]]]] | None:
+    """The plan's statements with their rows as the SQLite driver takes them, in the order `apply_plan` runs
+    them; None when a step must go through SQLAlchemy's own path (its rows do not all carry the same keys)."""
+    out = []
+    for step in _statements(dialect.name).steps:
+        rows: list[Row] = getattr(plan, step.rows)
+        if not rows:
+            continue
+        driver = _driver_rows(dialect, step.statement, rows)
+        if driver is None:
+            return None
+        out.append(driver)
+    return out
+
+
 _BATCH = "batch"
 
 
