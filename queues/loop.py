@@ -3,7 +3,8 @@
 Whatever changes the controller's world (a Job added or finished by the watch, a checkpoint answer, an operator
 action) calls `wake()`; the loop lets changes gather for a window that follows the load (none after a quiet spell,
 longer while cycles are expensive: queues/batching.py) so a burst of changes costs one cycle, then
-ticks the controller (deadlines, backoffs) and runs cycles while they make progress. Timers the controller asks
+ticks the controller (deadlines, backoffs) and runs cycles while they make progress, yielding to the event loop
+between two of them (the webhook and the watches run there). Timers the controller asks
 for (`call_at`) wake it too. While the ledger cannot take more events, admissions pause instead of losing them.
 """
 
