@@ -25,9 +25,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL
 
 from accounting.database import SQLITE_BUSY_TIMEOUT_MS, SQLITE_PRAGMAS
-
-Step = tuple[str, list[tuple[Any, ...]]]
-"""One statement and the parameters of its rows, in the driver's positional order."""
+from accounting.writer import DriverStep
 
 
 def sqlite_file(url: URL) -> str | None:
@@ -46,7 +44,7 @@ class SqliteWriter:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kuota-ledger-sqlite")
         self._connection: sqlite3.Connection | None = None
 
-    async def write(self, steps: Sequence[Step]) -> None:
+    async def write(self, steps: Sequence[DriverStep]) -> None:
         """Run `steps` in one transaction: all of them are written, or none."""
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self._write, steps)
@@ -73,7 +71,7 @@ class SqliteWriter:
             self._connection = connection
         return self._connection
 
-    def _write(self, steps: Sequence[Step]) -> None:
+    def _write(self, steps: Sequence[DriverStep]) -> None:
         sql = "BEGIN IMMEDIATE"
         params: Any = ()
         try:

@@ -8,7 +8,7 @@ driver's ``executemany``, the statement compiled once (``_DriverRows``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, cast
@@ -55,12 +55,21 @@ async def write_events(connection: AsyncConnection, events: Sequence[LedgerEvent
     await apply_plan(connection, plan_writes(events))
 
 
-async def apply_plan(connection: AsyncConnection, plan: WritePlan) -> None:
-    statements = _statements(connection.dialect.name)
+DriverStep = tuple[str, list[tuple[Any, ...]]]
+"""A statement's SQL and its rows' parameters, in the driver's positional order."""
+
+
+def _steps_with_rows(statements: _Statements, plan: WritePlan) -> Iterator[tuple[_Step, list[Row]]]:
+    """The steps the plan has rows for, in the order they run."""
     for step in statements.steps:
         rows: list[Row] = getattr(plan, step.rows)
-        if not rows:
-            continue
+        if rows:
+            yield step, rows
+
+
+async def apply_plan(connection: AsyncConnection, plan: WritePlan) -> None:
+    statements = _statements(connection.dialect.name)
+    for step, rows in _steps_with_rows(statements, plan):
         if statements.as_json:
             # The whole step in one JSON document, serialised in C; the server reads it back as rows.
             await connection.execute(step.statement, {_BATCH: orjson.Fragment(orjson.dumps(rows))})
@@ -72,14 +81,11 @@ async def apply_plan(connection: AsyncConnection, plan: WritePlan) -> None:
                 await connection.exec_driver_sql(*driver)
 
 
-def sqlite_steps(dialect: Dialect, plan: WritePlan) -> list[tuple[str, list[tuple[Any, ...]]]] | None:
+def sqlite_steps(dialect: Dialect, plan: WritePlan) -> list[DriverStep] | None:
     """The plan's statements with their rows as the SQLite driver takes them, in the order `apply_plan` runs
     them; None when a step must go through SQLAlchemy's own path (its rows do not all carry the same keys)."""
     out = []
-    for step in _statements(dialect.name).steps:
-        rows: list[Row] = getattr(plan, step.rows)
-        if not rows:
-            continue
+    for step, rows in _steps_with_rows(_statements(dialect.name), plan):
         driver = _driver_rows(dialect, step.statement, rows)
         if driver is None:
             return None
@@ -141,9 +147,7 @@ _FROM_ROW: Any = object()
 _DRIVER_ROWS: dict[tuple[str, int, tuple[str, ...]], _DriverRows | None] = {}
 
 
-def _driver_rows(
-    dialect: Dialect, statement: Executable, rows: Sequence[Row]
-) -> tuple[str, list[tuple[Any, ...]]] | None:
+def _driver_rows(dialect: Dialect, statement: Executable, rows: Sequence[Row]) -> DriverStep | None:
     """The SQL and the driver's parameters for `rows`; None where SQLAlchemy's own path must run (rows whose keys
     differ, a dialect that binds by name)."""
     keys = tuple(rows[0])
