@@ -12,6 +12,7 @@ that tests and several servers in one process do not collide.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -30,15 +31,47 @@ _WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200
 _CHECKPOINT_BUCKETS = (0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
 
 
+_Metric = TypeVar("_Metric", Counter, Histogram)
+
+
+class _Labelled(Generic[_Metric]):
+    """A labelled counter or histogram whose children are looked up once per label values.
+
+    prometheus_client's `labels()` validates its arguments and takes the metric's lock on every call; the webhook
+    and the scheduling loop ask for the same few children once per review and per step, so the child is kept.
+    Label values here are teams, reasons and endpoints: as bounded as the children prometheus_client keeps anyway.
+    """
+
+    def __init__(self, metric: _Metric) -> None:
+        self.metric: _Metric = metric
+        self._children: dict[tuple[str, ...], _Metric] = {}
+
+    def labels(self, *values: str) -> _Metric:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self.metric.labels(*values)
+        return child
+
+
+def _counter(name: str, documentation: str, labels: list[str], registry: CollectorRegistry) -> _Labelled[Counter]:
+    return _Labelled(Counter(name, documentation, labels, registry=registry))
+
+
+def _histogram(
+    name: str, documentation: str, labels: list[str], buckets: tuple[float, ...], registry: CollectorRegistry
+) -> _Labelled[Histogram]:
+    return _Labelled(Histogram(name, documentation, labels, buckets=buckets, registry=registry))
+
+
 class KuotaMetrics:
     """The counters and histograms, created once per registry."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.admission_attempts = Counter(
+        self.admission_attempts = _counter(
             "kuota_admission_attempts",
             "Heads considered by scheduling cycles, by result (success|inadmissible)",
             ["result"],
-            registry=registry,
+            registry,
         )
         self.cycle_duration = Histogram(
             "kuota_admission_attempt_duration_seconds",
@@ -47,62 +80,59 @@ class KuotaMetrics:
             registry=registry,
         )
         self.cycles = Counter("kuota_scheduling_cycles", "Scheduling cycles run", registry=registry)
-        self.admitted = Counter("kuota_admitted_workloads", "Workloads admitted", ["team"], registry=registry)
-        self.evicted = Counter(
+        self.admitted = _counter("kuota_admitted_workloads", "Workloads admitted", ["team"], registry)
+        self.evicted = _counter(
             "kuota_evicted_workloads",
             "Workloads evicted (suspended and requeued), by reason",
             ["team", "reason"],
-            registry=registry,
+            registry,
         )
-        self.preempted = Counter(
-            "kuota_preempted_workloads",
-            "Preemptions issued, by victim team and reason",
-            ["team", "reason"],
-            registry=registry,
+        self.preempted = _counter(
+            "kuota_preempted_workloads", "Preemptions issued, by victim team and reason", ["team", "reason"], registry
         )
-        self.finished = Counter("kuota_finished_workloads", "Workloads finished", ["team", "result"], registry=registry)
-        self.wait = Histogram(
+        self.finished = _counter("kuota_finished_workloads", "Workloads finished", ["team", "result"], registry)
+        self.wait = _histogram(
             "kuota_admission_wait_time_seconds",
             "Time from (re)queueing to admission",
             ["team"],
-            buckets=_WAIT_BUCKETS,
-            registry=registry,
+            _WAIT_BUCKETS,
+            registry,
         )
-        self.checkpoint_latency = Histogram(
+        self.checkpoint_latency = _histogram(
             "kuota_checkpoint_ack_latency_seconds",
             "Checkpoint request to acknowledgement",
             ["via"],
-            buckets=_CHECKPOINT_BUCKETS,
-            registry=registry,
+            _CHECKPOINT_BUCKETS,
+            registry,
         )
-        self.checkpoint_timeouts = Counter(
-            "kuota_checkpoint_timeouts", "Checkpoint requests that timed out", ["team"], registry=registry
+        self.checkpoint_timeouts = _counter(
+            "kuota_checkpoint_timeouts", "Checkpoint requests that timed out", ["team"], registry
         )
-        self.node_failure_evictions = Counter(
+        self.node_failure_evictions = _counter(
             "kuota_node_failure_evictions",
             "Admitted workloads evicted because a node they had pods on was NotReady or gone past the grace period",
             ["team"],
-            registry=registry,
+            registry,
         )
-        self.lost_gpu_seconds = Counter(
-            "kuota_lost_gpu_seconds", "GPU-seconds of work lost to preemption", ["team"], registry=registry
+        self.lost_gpu_seconds = _counter(
+            "kuota_lost_gpu_seconds", "GPU-seconds of work lost to preemption", ["team"], registry
         )
-        self.operator_actions = Counter(
-            "kuota_operator_actions", "Hold and release by operators", ["action"], registry=registry
+        self.operator_actions = _counter(
+            "kuota_operator_actions", "Hold and release by operators", ["action"], registry
         )
         self.config_reloads = Counter("kuota_config_reloads", "Quota files applied", registry=registry)
-        self.decision_errors = Counter(
+        self.decision_errors = _counter(
             "kuota_decision_errors",
             "Workloads kuota failed to decide for (the error is their reason to wait)",
             ["team"],
-            registry=registry,
+            registry,
         )
-        self.webhook_latency = Histogram(
+        self.webhook_latency = _histogram(
             "kuota_webhook_request_duration_seconds",
             "Admission webhook request latency",
             ["endpoint"],
-            buckets=_LATENCY_BUCKETS,
-            registry=registry,
+            _LATENCY_BUCKETS,
+            registry,
         )
 
 
