@@ -613,6 +613,8 @@ def main() -> None:
     args = parser.parse_args()
     if not 0 < args.scale <= 1 or args.time_scale <= 0:
         parser.error("--scale takes a fraction in (0, 1], --time-scale a positive factor")
+    if args.profile is not None and not Path(sys.executable).with_name("py-spy").exists():
+        parser.error("--profile needs py-spy beside this interpreter: make .venv/.installed installs it")
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
     with (
