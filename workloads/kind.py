@@ -197,6 +197,12 @@ class JobKind(ABC):
     def status(self, obj: Mapping[str, Any]) -> Status:
         """Finished or not, and stopped or not, from the object's status."""
 
+    def end_patch(self, obj: Mapping[str, Any]) -> JSONPatch:
+        """For an object that has finished for kuota (`status`) but is held back where its operator cannot give it
+        its terminal state, the JSON patch that lets it get there; empty for most kinds and states (a batch/v1 Job
+        suspended after its success was decided is completed only once it runs again)."""
+        return []
+
     def ready_pods(self, obj: Mapping[str, Any]) -> int | None:
         """How many of a running object's pods are ready (or already done) as its status reports them, for gang
         readiness (waitForPodsReady); None when the kind's status does not say, which kuota takes as ready."""

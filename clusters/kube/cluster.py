@@ -141,6 +141,8 @@ class KubeCluster:
         self.done: set[str] = set()
         """Jobs that finished while submitted: a later update (labels, TTL) must not submit them again."""
         self.suspending: set[str] = set()
+        self.letting_end: set[str] = set()
+        """Ended objects held back where their operator cannot finish them, whose `end_patch` is on its way."""
         self.awaiting_ack: dict[str, str | None] = {}
         """Victims asked to checkpoint → their completed-at annotation when asked (a new value is the answer)."""
         self.admitted_at: dict[str, int] = {}
@@ -356,6 +358,7 @@ class KubeCluster:
         self.read_with.pop(key, None)
         self.unreadable.pop(key, None)
         self.suspending.discard(key)
+        self.letting_end.discard(key)
         self.awaiting_ack.pop(key, None)
         if key in self.submitted:
             self.submitted.discard(key)
@@ -369,6 +372,8 @@ class KubeCluster:
         if controller is None:
             return
         status = kind.status(obj)
+        if status.finished is not None:
+            self._let_end(kind, key, obj)
         if key not in self.submitted:
             if key in self.done or status.finished is not None:
                 self.waiting.pop(key, None)
@@ -385,6 +390,18 @@ class KubeCluster:
             self.suspended(key)
         elif status.finished is None:
             self.report_ready(kind, key, obj)
+
+    def _let_end(self, kind: JobKind, key: str, obj: Obj) -> None:
+        """Let an object that has ended for kuota reach its terminal state where it is held back from it (a Job
+        suspended by an eviction that crossed its last pod's success: workloads/kinds/job.py), once."""
+        if not kind.end_patch(obj):
+            self.letting_end.discard(key)
+            return
+        if key in self.letting_end:
+            return
+        self.letting_end.add(key)
+        log.info("job_let_end", job=key)
+        self.spawn(self._patch(key, lambda current: kind.end_patch(current or obj)), f"let end {key}")
 
     def report_ready(self, kind: JobKind, key: str, obj: Obj) -> None:
         """Tell the controller how many of an admitted, running object's pods are ready (gang readiness)."""

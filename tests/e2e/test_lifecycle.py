@@ -4,10 +4,17 @@ them to a kwok GPU node of the admitted flavor, they run and finish; the ledger 
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from sqlalchemy import text
 
+from clusters.kube.api import KubeApi
+from clusters.kube.watch import Reflector
 from tests.e2e.conftest import Rig, eventually, running, suspended
 from tests.kube.manifests import complete
+from workloads.kind import condition_true
+from workloads.kinds.job import JOB
 
 
 async def test_job_is_queued_admitted_scheduled_run_and_released(rig: Rig) -> None:
@@ -55,6 +62,31 @@ async def _read_node(rig: Rig, name: str) -> dict[str, object]:
 
     node = await client.CoreV1Api(rig.admin).read_node(name)
     return rig.admin.sanitize_for_serialization(node)  # type: ignore[no-any-return]
+
+
+async def test_job_controllers_decided_state_ends_the_job_before_complete(rig: Rig) -> None:
+    # kuota gives a Job's quota back at SuccessCriteriaMet once no pod is left (workloads/kinds/job.py): this checks
+    # that the real Job controller writes that state as a version of its own before Complete, in the shape read.
+    await rig.controller()
+    versions: list[dict[str, Any]] = []
+    reflector = Reflector(
+        KubeApi(rig.admin),
+        JOB,
+        versions.extend,
+        lambda _, obj: versions.append(obj),
+        field_selector=f"metadata.namespace={rig.namespace}",
+    )
+    watching = asyncio.create_task(reflector.run())
+    try:
+        await eventually(lambda: reflector.synced.is_set(), what="the watch")
+        await rig.create_job("decided", cpu="500m", runtime_s=0.5)
+        await rig.wait_job("decided", complete, "completes", timeout_s=30)
+        await eventually(lambda: any(condition_true(v, "Complete") for v in versions), what="Complete watched")
+    finally:
+        watching.cancel()
+    decided = [v for v in versions if condition_true(v, "SuccessCriteriaMet") and not condition_true(v, "Complete")]
+    assert decided, [v.get("status") for v in versions]
+    assert JOB.status(decided[-1]).finished is True, decided[-1]["status"]
 
 
 async def test_second_job_waits_for_quota_then_runs(rig: Rig) -> None:

@@ -87,6 +87,63 @@ def test_job_failed_finished_when_its_failed_condition_was_set() -> None:
     assert with_status(job(), status) == Status(False, at(T2), stopped=True)
 
 
+def test_job_whose_success_is_decided_and_whose_pods_are_gone_has_finished() -> None:
+    # Kubernetes 1.31+: SuccessCriteriaMet first, Complete once the pods' accounting is done (see job.py).
+    status = {"startTime": T0, "ready": 0, "terminating": 0, "uncountedTerminatedPods": {"succeeded": ["u1"]}}
+    status["conditions"] = [condition("SuccessCriteriaMet", when=T1)]
+    assert with_status(job(), status, suspended=False) == Status(True, at(T1), stopped=True)
+
+
+def test_job_whose_failure_is_decided_and_whose_pods_are_gone_has_failed() -> None:
+    status = {"startTime": T0, "terminating": 0, "failed": 2, "conditions": [condition("FailureTarget", when=T1)]}
+    assert with_status(job(), status, suspended=False) == Status(False, at(T1), stopped=True)
+
+
+@pytest.mark.parametrize(
+    "left",
+    [
+        {"active": 1, "terminating": 0},  # a lingering pod still runs
+        {"terminating": 2},  # pods being deleted still hold their nodes
+        {},  # a control plane that does not report terminating pods: wait for Complete
+        {"terminating": "0"},
+    ],
+)
+def test_job_whose_outcome_is_decided_is_not_finished_while_pods_may_be_left(left: dict[str, Any]) -> None:
+    status = {"startTime": T0, **left, "conditions": [condition("SuccessCriteriaMet"), condition("FailureTarget")]}
+    assert with_status(job(), status, suspended=False).finished is None
+
+
+def test_suspended_job_whose_success_is_decided_has_ended_and_is_let_go() -> None:
+    # An eviction crossed its last pod's success: the Job controller completes it only once it runs again.
+    status = {"terminating": 0, "conditions": [condition("Suspended"), condition("SuccessCriteriaMet", when=T2)]}
+    kind, obj = job()
+    obj["status"] = status
+    put(obj, SUSPEND_PATH[kind.kind], True)
+    assert kind.status(obj) == Status(True, at(T2), stopped=True)
+    assert kind.end_patch(obj) == [{"op": "replace", "path": "/spec/suspend", "value": False}]
+
+
+@pytest.mark.parametrize(
+    ("suspended", "status"),
+    [
+        (False, {"terminating": 0, "conditions": [condition("SuccessCriteriaMet")]}),  # running: it will complete
+        (True, {"terminating": 0, "conditions": [condition("SuccessCriteriaMet"), condition("Complete")]}),
+        (True, {"terminating": 1, "conditions": [condition("SuccessCriteriaMet")]}),  # a pod is still leaving
+        (True, {"conditions": [condition("Suspended")]}),  # preempted: it waits for its next admission
+    ],
+)
+def test_job_is_let_go_only_when_it_has_ended_but_is_held(suspended: bool, status: dict[str, Any]) -> None:
+    kind, obj = job()
+    obj["status"] = status
+    put(obj, SUSPEND_PATH[kind.kind], suspended)
+    assert kind.end_patch(obj) == []
+
+
+def test_job_interim_condition_that_is_not_true_does_not_finish_it() -> None:
+    status = {"terminating": 0, "conditions": [condition("SuccessCriteriaMet", "False")]}
+    assert with_status(job(), status, suspended=False).finished is None
+
+
 def test_job_running_has_not_finished() -> None:
     assert with_status(job(), {"startTime": T0, "active": 3}, suspended=False) == Status(None, None, stopped=False)
 
