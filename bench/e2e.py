@@ -162,7 +162,11 @@ class Observer:
         suspended = (job.get("spec") or {}).get("suspend") is True
         conditions = (job.get("status") or {}).get("conditions") or []
         done = any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions)
-        if not suspended and track.running_since is None and not done:
+        # A Job whose outcome is decided and that kuota unsuspends is let go to complete, not admitted: nothing runs.
+        decided = any(
+            c.get("type") in ("SuccessCriteriaMet", "FailureTarget") and c.get("status") == "True" for c in conditions
+        )
+        if not suspended and track.running_since is None and not done and not decided:
             track.running_since = now
             track.admissions += 1
             if track.admitted is None:
