@@ -9,12 +9,12 @@ before its terminal condition. Since Kubernetes 1.31 the controller first sets `
 then sets `Complete` (or `Failed`): on a busy control plane a second or more later, during which the Job's pods
 are all terminal and hold nothing. Holding the quota until `Complete` made such a Job look like the most recently
 admitted running workload, the first victim of the next preemption, and suspending it froze it there (1.37's
-controller leaves a suspended Job with `SuccessCriteriaMet` and no `Complete` until it runs again), so it was
-requeued and admitted again for nothing: a quarter of the Jobs in a run of bench/e2e.py. The interim condition
-counts only with nothing left: no active pod, and `status.terminating` reported and 0 (a control plane that does
-not report terminating pods makes kuota wait for the terminal condition). A Job that has ended so while suspended
-(an eviction crossed its last pod's success) is let go (`end_patch`): nothing of it can start again, and only then
-does the controller complete it.
+controller completes a Job it has already marked `Suspended` only once it runs again), so it was
+requeued and admitted again for nothing: a fifth of the Jobs in a `--scale 0.2` run of bench/e2e.py. The interim
+condition counts only with nothing left: no active pod, and `status.terminating` reported and 0 (a control plane
+that does not report terminating pods makes kuota wait for the terminal condition). A Job that has ended so while
+suspended (an eviction crossed its last pod's success) is let go (`end_patch`): nothing of it can start again, and
+only then does the controller complete it.
 """
 
 from __future__ import annotations
