@@ -16,7 +16,7 @@ from queues.manager import State
 from workloads.kinds.job import JOB
 from workloads.registry import REGISTRY
 
-from ...workloads.examples import manifest, submitted
+from .test_admit_after_end import queued_job
 from .test_pods_ready import CONFIG
 
 NAME = "Job/ml/decided"
@@ -40,14 +40,6 @@ def rig() -> tuple[KubeCluster, Controller, RecordingJournal]:
     return cluster, controller, journal
 
 
-def queued() -> dict[str, Any]:
-    obj = submitted(copy.deepcopy(manifest("kueue/jobs__sample-job.yaml")[1]))
-    obj["metadata"]["name"] = "decided"
-    obj["metadata"].pop("generateName", None)
-    obj["spec"]["suspend"] = True
-    return obj
-
-
 def version(obj: dict[str, Any], *, suspend: bool, status: dict[str, Any]) -> dict[str, Any]:
     changed = copy.deepcopy(obj)
     changed["spec"]["suspend"] = suspend
@@ -67,7 +59,7 @@ COMPLETE = {"ready": 0, "terminating": 0, "succeeded": 3, "conditions": [true("S
 
 
 async def admitted(cluster: KubeCluster, controller: Controller) -> dict[str, Any]:
-    job = queued()
+    job = queued_job("decided")
     cluster.observe(JOB, job)
     controller.schedule(1_000_000)
     await cluster.settle()
